@@ -1,0 +1,36 @@
+"""Hatchling build hook: compile the built-in tools into `runner/_builtin` for every wheel.
+
+The wheel (and the editable install, which imports `runner` from this tree) ships
+the modules built from `plugins/` sources, never hand-copied binaries (SPEC 1).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+
+class BuildPluginsHook(BuildHookInterface):  # type: ignore[type-arg]
+    """Runs `scripts/build_plugins.py` before the wheel is assembled."""
+
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return  # an sdist carries the sources; the wheel built from it compiles them
+        root = Path(self.root)
+        script = root / "scripts" / "build_plugins.py"
+        spec = importlib.util.spec_from_file_location("_zigclaw_build_plugins", script)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"cannot load {script}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        try:
+            module.build(root / "runner" / "_builtin")
+        except module.BuildError as exc:
+            raise RuntimeError(f"building the built-in tools failed: {exc}") from None
+        # runner/_builtin/ is git-ignored; artifacts put ignored files back into the wheel.
+        build_data["artifacts"].append("runner/_builtin/*")

@@ -1,0 +1,5 @@
+"""`python -m runner` runs the zigclaw CLI."""
+
+from .cli import run
+
+run()

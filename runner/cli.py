@@ -1,0 +1,197 @@
+"""The `zigclaw` command: parse, call the library, render. No logic of its own."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import click
+import typer
+
+from . import __version__
+from .errors import InternalError, ZigclawError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Run untrusted agent tools in a WASI sandbox (zigclaw protocol v0).",
+)
+tools_app = typer.Typer(no_args_is_help=True, help="List, describe and run tools.")
+config_app = typer.Typer(no_args_is_help=True, help="Check zigclaw.toml.")
+policy_app = typer.Typer(no_args_is_help=True, help="Explain policy decisions.")
+app.add_typer(tools_app, name="tools")
+app.add_typer(config_app, name="config")
+app.add_typer(policy_app, name="policy")
+
+ConfigOption = Annotated[
+    str | None, typer.Option("--config", help="Path to zigclaw.toml (default: ./zigclaw.toml).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON, also for errors.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _emit(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+def _fail(command: str, error: ZigclawError, as_json: bool) -> None:
+    if as_json:
+        _emit(error.to_json(command))
+    else:
+        sys.stderr.write(f"error: {error.name}\n")
+        sys.stderr.write(f"message: {error.message}\n")
+        if error.hint:
+            sys.stderr.write(f"hint: {error.hint}\n")
+    raise typer.Exit(1)
+
+
+def handles_errors(command: str) -> Callable[[F], F]:
+    """Turn every error of a command into exit 1 with its name, message and hint; never a traceback."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            as_json = bool(kwargs.get("as_json", False))
+            try:
+                return func(*args, **kwargs)
+            except (typer.Exit, typer.Abort, SystemExit, click.ClickException):
+                raise
+            except ZigclawError as exc:
+                _fail(command, exc, as_json)
+            except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+                if os.environ.get("ZIGCLAW_DEBUG"):
+                    raise
+                _fail(command, InternalError(f"{type(exc).__name__}: {exc}"), as_json)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _runner(config: str | None) -> Any:
+    from .service import Runner
+
+    return Runner.from_config(config)
+
+
+def _is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"zigclaw {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Run untrusted agent tools in a WASI sandbox (zigclaw protocol v0)."""
+
+
+@tools_app.command("list")
+@handles_errors("tools")
+def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """List tools: JSON when piped or with --json, a table on a terminal."""
+    runner = _runner(config)
+    entries = runner.tools()
+    if as_json or not _is_terminal():
+        _emit({"tools": sorted({entry.name for entry in entries})})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    active = runner.active_preset()
+    table = Table("tool", "origin", "version", "policy", "status")
+    for entry in entries:
+        decisions = runner.static_decisions(entry.name, active)
+        denied = next((d for d in decisions if not d.allowed), None)
+        verdict = "allowed" if denied is None else f"denied ({denied.reason})"
+        version = entry.manifest.version if entry.manifest else "-"
+        status = "ok" if entry.error is None else f"invalid: {entry.error.message}"
+        table.add_row(entry.name, entry.origin, version, verdict, status)
+    Console().print(table)
+
+
+@tools_app.command("describe")
+@handles_errors("tools")
+def tools_describe(tool: str, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Print a tool's manifest as JSON."""
+    _emit(_runner(config).describe(tool))
+
+
+@tools_app.command("run")
+@handles_errors("tools")
+def tools_run(
+    tool: str,
+    args: Annotated[str, typer.Option("--args", help="Arguments as a JSON object.")] = "{}",
+    preset: Annotated[str | None, typer.Option("--preset", help="Run under this preset.")] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a tool and print {request_id, ok, data, stdout, stderr}."""
+    result = _runner(config).run(tool, args, preset=preset)
+    _emit(result.to_json())
+
+
+@config_app.command("validate")
+@handles_errors("config")
+def config_validate(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Check zigclaw.toml: warnings on stderr, or all of it as JSON with --json."""
+    runner = _runner(config)
+    warnings = runner.validate_config()
+    if as_json:
+        _emit(
+            {
+                "ok": True,
+                "policy_hash": runner.policy_hash(),
+                "warnings": [{"key_path": w.key_path, "message": w.message} for w in warnings],
+            }
+        )
+        return
+    for warning in warnings:
+        sys.stderr.write(f"warning: {warning.key_path}: {warning.message}\n")
+    sys.stdout.write(f"ok: {len(warnings)} warning(s); policy_hash {runner.policy_hash()}\n")
+
+
+@policy_app.command("explain")
+@handles_errors("policy")
+def policy_explain(
+    tool: Annotated[str | None, typer.Option("--tool", help="Explain running this tool.")] = None,
+    mount: Annotated[str | None, typer.Option("--mount", help="Explain access to this path.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Explain under this preset.")] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Explain why a tool or a path is allowed or denied, with the policy hash."""
+    if (tool is None) == (mount is None):
+        raise typer.BadParameter("give exactly one of --tool or --mount")
+    runner = _runner(config)
+    if tool is not None:
+        _emit(runner.explain_tool(tool, preset))
+    else:
+        assert mount is not None
+        _emit(runner.explain_mount(mount, preset))
+
+
+def run() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("error: Interrupted\n")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    run()

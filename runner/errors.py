@@ -1,0 +1,223 @@
+"""Every error a user can hit, by name, and the one seam that maps lower libraries' errors to them.
+
+Each class carries a stable `name` (zigclaw's spelling where zigclaw had one), a
+one-line message given at raise time and an optional hint. Grouped by the stage
+of a call that raises them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ZigclawError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    name: ClassVar[str] = "ZigclawError"
+    default_hint: ClassVar[str | None] = None
+
+    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+        # One line only: messages end up in one-line JSON and terminal output.
+        self.message = " ".join(str(message).split())
+        self.hint = hint if hint is not None else self.default_hint
+        self.details = details
+        super().__init__(self.message)
+
+    def to_json(self, command: str) -> dict[str, Any]:
+        """The `--json` error object of SPEC 7."""
+        return {
+            "ok": False,
+            "command": command,
+            "error": self.name,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+# --- configuration and manifests -------------------------------------------------
+
+
+class InvalidConfig(ZigclawError):
+    """zigclaw.toml is unreadable, not TOML, or has a value of the wrong type."""
+
+    name = "InvalidConfig"
+    default_hint = "run `zigclaw config validate` to see every problem with the file."
+
+
+class InvalidManifest(ZigclawError):
+    """A tool.toml is unreadable, too large, not TOML, or breaks the manifest rules."""
+
+    name = "InvalidManifest"
+    default_hint = "fix the manifest; `zigclaw tools list` shows each invalid tool with its reason."
+
+
+class ToolNotFound(ZigclawError):
+    """No manifest exists for the tool in the folder it must load from."""
+
+    name = "ToolNotFound"
+    default_hint = "run `zigclaw tools list` to see the tools that exist."
+
+
+class ToolNotInRegistry(ZigclawError):
+    """Strict registry mode: a built-in tool is missing from the generated registry."""
+
+    name = "ToolNotInRegistry"
+
+
+class ToolAbiMismatch(ZigclawError):
+    """Strict registry mode: a built-in's args schema differs from the registry fingerprint."""
+
+    name = "ToolAbiMismatch"
+
+
+# --- policy decisions ----------------------------------------------------------------
+
+
+class InvalidToolName(ZigclawError):
+    """The tool name is not a plain lowercase name."""
+
+    name = "InvalidToolName"
+    default_hint = "tool names match ^[a-z][a-z0-9_]{0,63}$."
+
+
+class ToolNotAllowed(ZigclawError):
+    """The active preset does not list the tool."""
+
+    name = "ToolNotAllowed"
+
+
+class ExternalToolDenied(ZigclawError):
+    """The external-tool filter denies a tool that is not built in."""
+
+    name = "ExternalToolDenied"
+    default_hint = (
+        "external tool denied by tools.filter; set tools.filter.allow_external=true "
+        "or add the tool to external_allow_list."
+    )
+
+
+class ToolNetworkNotAllowed(ZigclawError):
+    """The tool needs the network and the active preset denies it."""
+
+    name = "ToolNetworkNotAllowed"
+    default_hint = (
+        "tool requires network but active preset denies network; choose a different preset."
+    )
+
+
+class ToolIntegrityMismatch(ZigclawError):
+    """The module's SHA-256 differs from the manifest's `sha256` pin."""
+
+    name = "ToolIntegrityMismatch"
+    default_hint = "the module changed since it was pinned; reinstall the tool or update its sha256."
+
+
+class InvalidToolArgs(ZigclawError):
+    """The arguments are not JSON, not an object, or do not match the tool's schema."""
+
+    name = "InvalidToolArgs"
+
+
+# --- the sandbox -------------------------------------------------------------------
+
+
+class InvalidModule(ZigclawError):
+    """The module is not a core WASI module this runner accepts."""
+
+    name = "InvalidModule"
+
+
+class SandboxUnavailable(ZigclawError):
+    """The sandbox cannot be set up as the plan requires."""
+
+    name = "SandboxUnavailable"
+
+
+class ToolTimeout(ZigclawError):
+    """The tool ran past its wall-clock limit."""
+
+    name = "ToolTimeout"
+    default_hint = "raise max_runtime_ms in the tool's manifest if the tool needs longer."
+
+
+class ToolOutOfFuel(ZigclawError):
+    """The tool used up its instruction budget."""
+
+    name = "ToolOutOfFuel"
+    default_hint = "raise max_fuel in the tool's manifest if the tool needs more."
+
+
+class ToolMemoryLimit(ZigclawError):
+    """The tool needed more linear memory than its cap."""
+
+    name = "ToolMemoryLimit"
+    default_hint = "raise max_memory_bytes in the tool's manifest if the tool needs more."
+
+
+class ToolTrap(ZigclawError):
+    """The guest trapped (unreachable, stack overflow, out-of-bounds access, ...)."""
+
+    name = "ToolTrap"
+
+
+class StreamTooLong(ZigclawError):
+    """The tool wrote more than its stdout or stderr cap."""
+
+    name = "StreamTooLong"
+    default_hint = "raise max_stdout_bytes / max_stderr_bytes in the manifest if the output is legitimate."
+
+
+# --- the protocol ------------------------------------------------------------------
+
+
+class MalformedResponse(ZigclawError):
+    """The tool's stdout is not a valid protocol v0 response to this request."""
+
+    name = "MalformedResponse"
+
+
+class ToolFailed(ZigclawError):
+    """The tool exited non-zero without a valid response."""
+
+    name = "ToolFailed"
+
+
+class InternalError(ZigclawError):
+    """A bug in zigclaw itself; reported without a traceback."""
+
+    name = "InternalError"
+    default_hint = "please report this; set ZIGCLAW_DEBUG=1 to see the traceback."
+
+
+ALL_ERRORS: tuple[type[ZigclawError], ...] = (
+    InvalidConfig,
+    InvalidManifest,
+    ToolNotFound,
+    ToolNotInRegistry,
+    ToolAbiMismatch,
+    InvalidToolName,
+    ToolNotAllowed,
+    ExternalToolDenied,
+    ToolNetworkNotAllowed,
+    ToolIntegrityMismatch,
+    InvalidToolArgs,
+    InvalidModule,
+    SandboxUnavailable,
+    ToolTimeout,
+    ToolOutOfFuel,
+    ToolMemoryLimit,
+    ToolTrap,
+    StreamTooLong,
+    MalformedResponse,
+    ToolFailed,
+    InternalError,
+)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of a lower library's message, bounded for display."""
+    for line in str(text).splitlines():
+        line = line.strip()
+        if line:
+            return line[:limit]
+    return ""

@@ -1,0 +1,215 @@
+"""The tool.toml manifest: its model, and a loader that treats every file as untrusted."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from .errors import InvalidManifest, ToolNotFound
+from .schema import SchemaError, SchemaValidator, check_schema, normalize_args_schema
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
+
+MAX_MANIFEST_BYTES = 256 * 1024
+TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+MIB = 1024 * 1024
+# Semantic Versioning 2.0.0, written out: MAJOR.MINOR.PATCH[-pre][+build].
+_NUM = r"(0|[1-9][0-9]*)"
+_PRE = r"(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+SEMVER_PATTERN = (
+    rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
+)
+# Fuel per millisecond of max_runtime_ms when max_fuel is not given: above what
+# wasmtime executes in that time, so the wall clock is normally the binding limit.
+FUEL_PER_MS = 5_000_000
+
+
+class Manifest(BaseModel):
+    """One tool's manifest (SPEC 2), validated: a value of this type is safe to act on."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    tool_name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+    version: Annotated[str, Field(pattern=SEMVER_PATTERN)]
+    description: Annotated[str, Field(min_length=1, max_length=4096)]
+    requires_network: bool = False
+    native: bool = False
+    max_runtime_ms: Annotated[int, Field(ge=1, le=600_000)] = 2000
+    max_stdout_bytes: Annotated[int, Field(ge=0, le=64 * MIB)] = 65536
+    max_stderr_bytes: Annotated[int, Field(ge=0, le=64 * MIB)] = 65536
+    max_memory_bytes: Annotated[int, Field(ge=64 * 1024, le=4096 * MIB)] = 64 * MIB
+    max_fuel: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
+    module: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = []
+    args: dict[str, Any]
+    output: dict[str, Any] | None = None
+
+    _args_validator: SchemaValidator = PrivateAttr()
+    _output_validator: SchemaValidator | None = PrivateAttr(default=None)
+
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("module")
+    @classmethod
+    def _plain_file_name(cls, value: str | None) -> str | None:
+        if value is not None and (
+            "/" in value or "\\" in value or "\0" in value or value in (".", "..")
+        ):
+            raise ValueError("must be a file name in the tool's folder, without path separators")
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return normalize_args_schema(value)
+        except SchemaError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("output")
+    @classmethod
+    def _output_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                check_schema(value)
+            except SchemaError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        self._args_validator = SchemaValidator(self.args)
+        if self.output is not None:
+            self._output_validator = SchemaValidator(self.output)
+
+    @property
+    def args_validator(self) -> SchemaValidator:
+        return self._args_validator
+
+    @property
+    def output_validator(self) -> SchemaValidator | None:
+        return self._output_validator
+
+    @property
+    def module_file(self) -> str:
+        """The module's file name inside the tool's folder."""
+        if self.module is not None:
+            return self.module
+        return self.tool_name if self.native else f"{self.tool_name}.wasm"
+
+    @property
+    def fuel(self) -> int:
+        return self.max_fuel if self.max_fuel is not None else self.max_runtime_ms * FUEL_PER_MS
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest as JSON, zigclaw's keys first in zigclaw's order, then the new ones set."""
+        out: dict[str, Any] = {
+            "tool_name": self.tool_name,
+            "version": self.version,
+            "description": self.description,
+            "requires_network": self.requires_network,
+            "native": self.native,
+            "max_runtime_ms": self.max_runtime_ms,
+            "max_stdout_bytes": self.max_stdout_bytes,
+            "max_stderr_bytes": self.max_stderr_bytes,
+            "args": self.args,
+            "max_memory_bytes": self.max_memory_bytes,
+            "max_fuel": self.fuel,
+            "module": self.module_file,
+        }
+        if self.sha256 is not None:
+            out["sha256"] = self.sha256
+        if self.env:
+            out["env"] = list(self.env)
+        if self.output is not None:
+            out["output"] = self.output
+        return out
+
+
+def read_untrusted_file(path: Path, limit: int) -> bytes:
+    """Read a regular file of at most `limit` bytes without following a symlink at its last step.
+
+    Raises FileNotFoundError, or ValueError naming why the file is refused.
+    """
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("is a symbolic link; tool files must be regular files") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise FileNotFoundError(str(path)) from None
+        raise ValueError(f"cannot be opened: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("is not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"is {info.st_size} bytes, over the {limit}-byte limit")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"is over the {limit}-byte limit")
+    return data
+
+
+def _describe_validation_error(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(file)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{where}: {message}{suffix}"
+
+
+def parse_manifest(data: bytes, *, stem: str, source: str) -> Manifest:
+    """Validate manifest bytes that claim to be `<stem>.toml`; `source` names the file in errors."""
+    try:
+        text = data.decode("utf-8")
+        raw = tomllib.loads(text)
+    except UnicodeDecodeError:
+        raise InvalidManifest(f"{source}: not valid UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidManifest(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise InvalidManifest(f"{source}: invalid TOML: nested too deeply") from None
+    try:
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidManifest(f"{source}: {_describe_validation_error(exc)}") from None
+    except RecursionError:
+        raise InvalidManifest(f"{source}: args: nested too deeply") from None
+    if manifest.tool_name != stem:
+        raise InvalidManifest(
+            f"{source}: tool_name: '{manifest.tool_name}' does not match the file name '{stem}.toml'"
+        )
+    return manifest
+
+
+def load_manifest(folder: Path, tool: str) -> Manifest:
+    """Load `<folder>/<tool>.toml`; ToolNotFound when absent, InvalidManifest when unusable."""
+    path = folder / f"{tool}.toml"
+    try:
+        data = read_untrusted_file(path, MAX_MANIFEST_BYTES)
+    except FileNotFoundError:
+        raise ToolNotFound(f"no manifest for tool '{tool}' in {folder}") from None
+    except ValueError as exc:
+        raise InvalidManifest(f"{path}: {exc}") from None
+    return parse_manifest(data, stem=tool, source=str(path))

@@ -1,0 +1,95 @@
+"""zigclaw protocol v0: the request a tool reads on stdin, the response it writes on stdout."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import MalformedResponse
+from .policy import Mount
+
+PROTOCOL_VERSION = 0
+
+
+def new_request_id() -> str:
+    """16 random bytes as 32 lowercase hex characters."""
+    return secrets.token_hex(16)
+
+
+def encode_request(
+    *, request_id: str, tool: str, args: dict[str, Any], cwd: str, mounts: Sequence[Mount]
+) -> bytes:
+    """The request bytes: `args` travels serialised as the string `args_json`."""
+    request = {
+        "protocol_version": PROTOCOL_VERSION,
+        "request_id": request_id,
+        "tool": tool,
+        "args_json": json.dumps(args, separators=(",", ":"), ensure_ascii=False, allow_nan=False),
+        "cwd": cwd,
+        "mounts": [mount.to_json() for mount in mounts],
+    }
+    return json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Response:
+    """A decoded, checked response; `data` is `data_json` parsed, or the raw string if not JSON."""
+
+    request_id: str
+    ok: bool
+    data_json: str
+    stdout: str
+    stderr: str
+
+    @property
+    def data(self) -> Any:
+        try:
+            return json.loads(self.data_json)
+        except (ValueError, RecursionError):
+            return self.data_json
+
+
+def _field(obj: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
+    if key not in obj:
+        if default is not None:
+            return default
+        raise MalformedResponse(f"response has no '{key}'")
+    value = obj[key]
+    # bool is an int subclass: a `true` protocol_version is not a version.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedResponse(f"response field '{key}' must be {kind.__name__}")
+    return value
+
+
+def decode_response(raw: bytes, request_id: str) -> Response:
+    """Check one response: JSON object, version 0, our request_id, fields of the right types."""
+    if not raw.strip():
+        raise MalformedResponse("tool wrote no response on stdout")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse(f"response is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise MalformedResponse(f"response is not JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedResponse("response JSON is nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise MalformedResponse(f"response must be a JSON object, not {type(obj).__name__}")
+    version = _field(obj, "protocol_version", int)
+    if version != PROTOCOL_VERSION:
+        raise MalformedResponse(f"response protocol_version is {version}, expected {PROTOCOL_VERSION}")
+    answered = _field(obj, "request_id", str)
+    if answered != request_id:
+        raise MalformedResponse("response request_id does not match the request")
+    return Response(
+        request_id=answered,
+        ok=_field(obj, "ok", bool),
+        data_json=_field(obj, "data_json", str, ""),
+        stdout=_field(obj, "stdout", str, ""),
+        stderr=_field(obj, "stderr", str, ""),
+    )

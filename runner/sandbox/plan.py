@@ -1,0 +1,44 @@
+"""The fully decided, immutable plan a sandbox receives, and what it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..policy import Mount
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit one run meets."""
+
+    max_runtime_ms: int
+    max_fuel: int
+    max_memory_bytes: int
+    max_stdout_bytes: int
+    max_stderr_bytes: int
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One decided run: which module bytes, which mounts, which limits, what goes on stdin."""
+
+    tool: str
+    module_path: Path
+    module_bytes: bytes
+    module_sha256: str
+    mounts: Sequence[Mount]
+    limits: Limits
+    stdin: bytes
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """How a guest ended: its exit code (0 when `_start` returned) and its bounded output."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    fuel_used: int
+    duration_ms: float

@@ -1,0 +1,430 @@
+"""In-process WASI sandbox on wasmtime: one Engine, cached modules, a fresh Store per run.
+
+Limits: fuel, linear memory and table caps on the Store; the wall clock through
+epoch interruption with one shared ticker thread and a per-tick callback that
+also stops a guest whose output went over its cap; a shadowed `poll_oneoff` so
+a sleeping guest never outlives its deadline. Host functions never raise into
+wasmtime-py (its exception slot is process-wide): they record why the guest must
+stop and the next epoch check stops it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+from ..errors import (
+    InvalidModule,
+    SandboxUnavailable,
+    StreamTooLong,
+    ToolFailed,
+    ToolMemoryLimit,
+    ToolOutOfFuel,
+    ToolTimeout,
+    ToolTrap,
+    ZigclawError,
+    first_line,
+)
+from .pipes import BoundedSink, capture, reactor
+from .plan import RunPlan, SandboxResult
+
+WASI_MODULE = "wasi_snapshot_preview1"
+# The preview 1 functions a guest may import; anything else is refused before it runs.
+WASI_FUNCTIONS = frozenset(
+    """
+    args_get args_sizes_get environ_get environ_sizes_get clock_res_get clock_time_get
+    fd_advise fd_allocate fd_close fd_datasync fd_fdstat_get fd_fdstat_set_flags
+    fd_fdstat_set_rights fd_filestat_get fd_filestat_set_size fd_filestat_set_times fd_pread
+    fd_prestat_get fd_prestat_dir_name fd_pwrite fd_read fd_readdir fd_renumber fd_seek fd_sync
+    fd_tell fd_write path_create_directory path_filestat_get path_filestat_set_times path_link
+    path_open path_readlink path_remove_directory path_rename path_symlink path_unlink_file
+    poll_oneoff proc_exit proc_raise sched_yield random_get sock_accept sock_recv sock_send
+    sock_shutdown
+    """.split()
+)
+TICK_SECONDS = 0.001
+PAGE = 65536
+MAX_POLL_SUBSCRIPTIONS = 4096
+MAX_TABLE_ELEMENTS = 1_000_000
+_WASM_MAGIC = b"\0asm"
+_CORE_VERSION = b"\x01\x00\x00\x00"
+
+# WASI errno values used by the shadowed poll_oneoff.
+_ERRNO_SUCCESS, _ERRNO_FAULT, _ERRNO_INTR, _ERRNO_INVAL = 0, 21, 27, 28
+_SUBSCRIPTION = struct.Struct("<QB")  # userdata, tag (then a union at offset 16)
+_CLOCK = struct.Struct("<I4xQQH")  # clock id, timeout ns, precision, flags
+_EVENT = struct.Struct("<QHB5xQH6x")  # userdata, errno, type, nbytes, flags
+_SUBSCRIPTION_SIZE = 48
+_ABSTIME = 1
+
+# Why a running guest must stop; set from any thread, read by the guest's thread.
+STOP_TIMEOUT = "timeout"
+
+
+class _RunState:
+    """What the epoch callback and host functions of one run need to know."""
+
+    __slots__ = ("deadline", "stop_reason")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.stop_reason: str | None = None
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    def should_stop(self) -> bool:
+        if self.stop_reason is None and time.monotonic() >= self.deadline:
+            self.stop_reason = STOP_TIMEOUT
+        return self.stop_reason is not None
+
+
+_current = threading.local()
+
+
+def _state() -> _RunState | None:
+    return getattr(_current, "state", None)
+
+
+# --- the epoch callback: runs on the guest's thread at every tick -------------------
+
+_CALLBACK_TYPE = ctypes.CFUNCTYPE(
+    ctypes.c_size_t,
+    ctypes.POINTER(ffi.wasmtime_context_t),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
+)
+_FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_NO_FINALIZER = ctypes.cast(None, _FINALIZER_TYPE)
+_UPDATE_CONTINUE = 0
+
+
+@_CALLBACK_TYPE
+def _on_epoch(_context: Any, _env: Any, delta: Any, kind: Any) -> int:
+    state = _state()
+    if state is None or state.should_stop():
+        error = ffi.wasmtime_error_new(b"zigclaw: guest stopped by the runner")
+        return ctypes.cast(error, ctypes.c_void_p).value or 0
+    delta[0] = 1
+    kind[0] = _UPDATE_CONTINUE
+    return 0
+
+
+# --- the shadowed poll_oneoff ---------------------------------------------------------
+
+
+def _poll_oneoff(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevents_ptr: int) -> int:
+    try:
+        return _poll(caller, in_ptr, out_ptr, count, nevents_ptr)
+    except Exception:  # never raise through wasmtime-py
+        return _ERRNO_FAULT
+
+
+def _poll(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevents_ptr: int) -> int:
+    memory = caller.get("memory")
+    state = _state()
+    if not isinstance(memory, wasmtime.Memory) or state is None:
+        return _ERRNO_FAULT
+    if count <= 0 or count > MAX_POLL_SUBSCRIPTIONS:
+        return _ERRNO_INVAL
+    size = memory.data_len(caller)
+    end_in = in_ptr + count * _SUBSCRIPTION_SIZE
+    if in_ptr < 0 or end_in > size or out_ptr < 0 or out_ptr + count * _EVENT.size > size:
+        return _ERRNO_FAULT
+    if nevents_ptr < 0 or nevents_ptr + 4 > size:
+        return _ERRNO_FAULT
+    raw = bytes(memory.read(caller, in_ptr, end_in))
+    now = time.monotonic_ns()
+    clocks: list[tuple[int, int]] = []  # (userdata, wake time in monotonic ns)
+    ready: list[tuple[int, int]] = []  # (userdata, event type) for fd subscriptions
+    for index in range(count):
+        offset = index * _SUBSCRIPTION_SIZE
+        userdata, tag = _SUBSCRIPTION.unpack_from(raw, offset)
+        if tag == 0:
+            clock_id, timeout, _precision, flags = _CLOCK.unpack_from(raw, offset + 16)
+            if flags & _ABSTIME:
+                base = time.time_ns() if clock_id == 0 else now
+                wake = now + max(0, timeout - base)
+            else:
+                wake = now + timeout
+            clocks.append((userdata, wake))
+        elif tag in (1, 2):
+            ready.append((userdata, tag))
+        else:
+            return _ERRNO_INVAL
+    if not ready and clocks:
+        wake_at = min(wake for _, wake in clocks)
+        while True:
+            if state.should_stop():
+                return _ERRNO_INTR
+            remaining = wake_at - time.monotonic_ns()
+            if remaining <= 0:
+                break
+            time.sleep(min(remaining / 1e9, 0.01))
+        now = time.monotonic_ns()
+    events = [(userdata, tag, 1) for userdata, tag in ready]
+    events += [(userdata, 0, 0) for userdata, wake in clocks if wake <= now]
+    out = bytearray()
+    for userdata, event_type, nbytes in events:
+        out += _EVENT.pack(userdata, _ERRNO_SUCCESS, event_type, nbytes, 0)
+    if out:
+        memory.write(caller, bytes(out), out_ptr)
+    memory.write(caller, struct.pack("<I", len(events)), nevents_ptr)
+    return _ERRNO_SUCCESS
+
+
+# --- the runtime: engine, linker, ticker, module cache ---------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledModule:
+    """A module that passed every check, ready to instantiate many times."""
+
+    sha256: str
+    module: wasmtime.Module
+    pre: wasmtime.InstancePre
+    initial_memory_bytes: int
+
+
+class WasiRuntime:
+    """The process's one Engine with its shared ticker, linker and compiled-module cache."""
+
+    def __init__(self) -> None:
+        config = wasmtime.Config()
+        config.consume_fuel = True
+        config.epoch_interruption = True
+        config.wasm_threads = False
+        self.engine = wasmtime.Engine(config)
+        self.linker = wasmtime.Linker(self.engine)
+        self.linker.define_wasi()
+        self.linker.allow_shadowing = True
+        i32 = wasmtime.ValType.i32()
+        self.linker.define_func(
+            WASI_MODULE,
+            "poll_oneoff",
+            wasmtime.FuncType([i32, i32, i32, i32], [i32]),
+            _poll_oneoff,
+            access_caller=True,
+        )
+        self._modules: dict[str, CompiledModule] = {}
+        self._lock = threading.Lock()
+        self._active = 0
+        self._ticking = threading.Condition()
+        self._ticker: threading.Thread | None = None
+
+    # The ticker advances the epoch only while some guest runs.
+    def _tick(self) -> None:
+        while True:
+            with self._ticking:
+                while self._active == 0:
+                    self._ticking.wait()
+            self.engine.increment_epoch()
+            time.sleep(TICK_SECONDS)
+
+    def _enter(self) -> None:
+        with self._ticking:
+            self._active += 1
+            if self._ticker is None or not self._ticker.is_alive():
+                self._ticker = threading.Thread(target=self._tick, name="zigclaw-epoch", daemon=True)
+                self._ticker.start()
+            self._ticking.notify_all()
+
+    def _leave(self) -> None:
+        with self._ticking:
+            self._active -= 1
+
+    def compile(self, module_bytes: bytes, source: str, sha256: str | None = None) -> CompiledModule:
+        """Check and compile module bytes once; later calls with the same bytes hit the cache."""
+        digest = sha256 or hashlib.sha256(module_bytes).hexdigest()
+        with self._lock:
+            cached = self._modules.get(digest)
+        if cached is not None:
+            return cached
+        compiled = self._compile(module_bytes, source, digest)
+        with self._lock:
+            return self._modules.setdefault(digest, compiled)
+
+    def _compile(self, data: bytes, source: str, digest: str) -> CompiledModule:
+        if data[:4] != _WASM_MAGIC:
+            raise InvalidModule(f"{source} is not a WebAssembly module (no \\0asm header)")
+        if data[4:8] != _CORE_VERSION:
+            if len(data) >= 8 and data[6:8] == b"\x01\x00":
+                raise InvalidModule(
+                    f"{source} is a WebAssembly component, not a core module",
+                    hint="build the tool as a WASI preview 1 core module (wasm32-wasi / wasm32-wasip1).",
+                )
+            raise InvalidModule(f"{source} has an unsupported WebAssembly version")
+        try:
+            module = wasmtime.Module(self.engine, data)
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+            raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
+        for item in module.imports:
+            if item.module != WASI_MODULE or item.name not in WASI_FUNCTIONS:
+                raise InvalidModule(
+                    f"{source} imports '{item.module}.{item.name}', which is not a WASI preview 1 function",
+                    hint="tools may import only wasi_snapshot_preview1 functions.",
+                )
+            if not isinstance(item.type, wasmtime.FuncType):
+                raise InvalidModule(f"{source} imports '{item.module}.{item.name}' as a non-function")
+        exports = {item.name: item.type for item in module.exports}
+        start = exports.get("_start")
+        if not isinstance(start, wasmtime.FuncType) or start.params or start.results:
+            raise InvalidModule(f"{source} does not export a `_start` function of type () -> ()")
+        memory = exports.get("memory")
+        if not isinstance(memory, wasmtime.MemoryType):
+            raise InvalidModule(f"{source} does not export its `memory`")
+        try:
+            pre = self.linker.instantiate_pre(module)
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+            raise InvalidModule(f"{source} cannot be linked: {first_line(str(exc))}") from None
+        return CompiledModule(digest, module, pre, memory.limits.min * PAGE)
+
+    def run(self, plan: RunPlan) -> SandboxResult:
+        """Run one plan in a fresh Store; raise the named error for each way it can be stopped."""
+        compiled = self.compile(plan.module_bytes, str(plan.module_path), plan.module_sha256)
+        limits = plan.limits
+        if compiled.initial_memory_bytes > limits.max_memory_bytes:
+            raise ToolMemoryLimit(
+                f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
+                f"over the {limits.max_memory_bytes}-byte cap"
+            )
+        started = time.monotonic()
+        state = _RunState(started + limits.max_runtime_ms / 1000)
+        sinks: list[BoundedSink] = []
+        store = wasmtime.Store(self.engine)
+        try:
+            sinks.append(capture("stdout", limits.max_stdout_bytes, state.request_stop))
+            sinks.append(capture("stderr", limits.max_stderr_bytes, state.request_stop))
+            store.set_fuel(limits.max_fuel)
+            store.set_limits(
+                memory_size=limits.max_memory_bytes,
+                table_elements=MAX_TABLE_ELEMENTS,
+                instances=1,
+                tables=4,
+                memories=1,
+            )
+            store.set_epoch_deadline(1)
+            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, None, _NO_FINALIZER)
+            store.set_wasi(self._wasi_config(plan, sinks[0], sinks[1]))
+            for sink in sinks:
+                sink.close_write_end()
+            outcome = self._execute(store, compiled, state)
+            fuel_used = limits.max_fuel - store.get_fuel()
+            memory_bytes = outcome.memory_bytes
+        finally:
+            store.close()  # closes the guest's ends of the pipes
+            outputs = [reactor().finish(sink) for sink in sinks]
+        duration_ms = (time.monotonic() - started) * 1000
+        for sink in sinks:
+            if sink.overflowed:
+                cap = sink.cap
+                raise StreamTooLong(f"tool wrote more than {cap} bytes to {sink.name}")
+        if state.stop_reason == STOP_TIMEOUT:
+            raise ToolTimeout(f"tool ran past its {limits.max_runtime_ms} ms limit")
+        # A refused memory.grow is not a trap: the guest sees -1 and fails its own way.
+        # When it then fails with its memory close to the cap, the cap is the cause.
+        near_cap = memory_bytes + max(PAGE, limits.max_memory_bytes // 8) > limits.max_memory_bytes
+        if outcome.failure is not None:
+            raise _classify(outcome.failure, near_cap, limits.max_memory_bytes, outputs[1])
+        if outcome.exit_code != 0 and near_cap:
+            raise ToolMemoryLimit(
+                f"tool exited with code {outcome.exit_code} with its memory at the "
+                f"{limits.max_memory_bytes}-byte cap"
+            )
+        return SandboxResult(
+            exit_code=outcome.exit_code,
+            stdout=outputs[0],
+            stderr=outputs[1],
+            fuel_used=fuel_used,
+            duration_ms=duration_ms,
+        )
+
+    def _wasi_config(self, plan: RunPlan, stdout: BoundedSink, stderr: BoundedSink) -> wasmtime.WasiConfig:
+        wasi = wasmtime.WasiConfig()
+        data = plan.stdin
+        vec = ffi.wasm_byte_vec_t()
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        ffi.wasm_byte_vec_new(ctypes.byref(vec), len(data), buffer)
+        ffi.wasi_config_set_stdin_bytes(wasi.ptr(), ctypes.byref(vec))
+        wasi.stdout_file = f"/proc/self/fd/{stdout.write_fd}"
+        wasi.stderr_file = f"/proc/self/fd/{stderr.write_fd}"
+        for mount in plan.mounts:
+            try:
+                wasi.preopen_dir(mount.host_path, mount.guest_path, fs_mutable=not mount.read_only)
+            except wasmtime.WasmtimeError as exc:
+                raise SandboxUnavailable(
+                    f"cannot map {mount.host_path} at {mount.guest_path}: {first_line(str(exc))}"
+                ) from None
+        return wasi
+
+    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: _RunState) -> _Outcome:
+        _current.state = state
+        self._enter()
+        instance = None
+        try:
+            instance = compiled.pre.instantiate(store)
+            start = instance.exports(store)["_start"]
+            assert isinstance(start, wasmtime.Func)
+            start(store)
+            code, failure = 0, None
+        except wasmtime.ExitTrap as exc:
+            code, failure = exc.code, None
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            code, failure = -1, exc
+        finally:
+            self._leave()
+            _current.state = None
+        memory_bytes = 0
+        if instance is not None:
+            memory = instance.exports(store).get("memory")
+            if isinstance(memory, wasmtime.Memory):
+                memory_bytes = memory.data_len(store)
+        return _Outcome(code, failure, memory_bytes)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    exit_code: int
+    failure: Exception | None
+    memory_bytes: int
+
+
+def _classify(failure: Exception, near_memory_cap: bool, cap: int, stderr: bytes) -> ZigclawError:
+    """The named error for a guest that stopped abnormally (not by exit, timeout or output cap)."""
+    code = getattr(failure, "trap_code", None)
+    if code == wasmtime.TrapCode.OUT_OF_FUEL:
+        return ToolOutOfFuel("tool used up its fuel")
+    if code == wasmtime.TrapCode.INTERRUPT:
+        return ToolTimeout("tool was interrupted at its deadline")
+    message = first_line(str(failure))
+    if near_memory_cap:
+        return ToolMemoryLimit(f"tool failed with its memory at the {cap}-byte cap: {message}")
+    if "resource limit" in message or "memory" in message and "limit" in message:
+        return ToolMemoryLimit(f"tool exceeded a resource limit: {message}")
+    if code is not None:
+        return ToolTrap(f"tool trapped: {message}")
+    excerpt = stderr[-512:].decode("utf-8", "replace").strip()
+    return ToolFailed(f"tool failed: {message}" + (f"; stderr: {excerpt}" if excerpt else ""))
+
+
+_runtime: WasiRuntime | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> WasiRuntime:
+    """The process-wide runtime, created on first use."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = WasiRuntime()
+        return _runtime

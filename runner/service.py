@@ -1,0 +1,322 @@
+"""One call, end to end: decide, plan, run in the sandbox, decode. The library API lives here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import policy
+from .config import LoadedConfig, Warning_, load_config, validation_warnings
+from .errors import (
+    ExternalToolDenied,
+    InvalidConfig,
+    InvalidModule,
+    InvalidToolArgs,
+    InvalidToolName,
+    MalformedResponse,
+    SandboxUnavailable,
+    ToolAbiMismatch,
+    ToolFailed,
+    ToolIntegrityMismatch,
+    ToolNetworkNotAllowed,
+    ToolNotAllowed,
+    ToolNotInRegistry,
+    ZigclawError,
+)
+from .manifest import Manifest, load_manifest, read_untrusted_file
+from .policy import ActivePreset, Decision, Mount
+from .protocol import decode_response, encode_request, new_request_id
+from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
+from .schema import validate_args
+
+MAX_MODULE_BYTES = 512 * 1024 * 1024
+STDERR_EXCERPT_BYTES = 512
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a completed run returns; `ok` is the tool's own verdict."""
+
+    request_id: str
+    ok: bool
+    data: Any
+    stdout: str
+    stderr: str
+    tool: str = ""
+    duration_ms: float = 0.0
+    fuel_used: int = 0
+    decisions: tuple[Decision, ...] = field(default=(), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `tools run` output of SPEC 7, in zigclaw's key order."""
+        return {
+            "request_id": self.request_id,
+            "ok": self.ok,
+            "data": self.data,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+
+class Runner:
+    """Runs tools under one config; safe to share between threads."""
+
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded = loaded
+        config = loaded.config
+        self.plugin_dir = (
+            loaded.resolve(config.tools.plugin_dir) if config.tools.plugin_dir else BUILTIN_DIR
+        )
+        self.external_dir = loaded.resolve(config.tools.external_dir)
+        self.workspace = loaded.resolve(config.security.workspace_root)
+        self.registry = load_registry()
+
+    @classmethod
+    def from_config(cls, path: str | Path | None = None) -> Runner:
+        """A runner for `path`, else ./zigclaw.toml, else the built-in defaults."""
+        return cls(load_config(path))
+
+    # --- policy -------------------------------------------------------------------------
+
+    def active_preset(self, name: str | None = None) -> ActivePreset:
+        chosen = name if name is not None else self.loaded.config.capabilities.active_preset
+        return ActivePreset(chosen, self.loaded.config.capabilities.presets.get(chosen))
+
+    def policy_hash(self, preset: str | None = None) -> str:
+        return policy.policy_hash(self.loaded.config.security.workspace_root, self.active_preset(preset))
+
+    def is_builtin(self, tool: str) -> bool:
+        return tool in self.registry
+
+    def static_decisions(self, tool: str, active: ActivePreset) -> list[Decision]:
+        """Steps 1-3 of SPEC 4, stopping at the first denial."""
+        decisions = [policy.check_tool_name(tool)]
+        if decisions[-1].allowed:
+            decisions.append(policy.preset_gate(active, tool))
+        if decisions[-1].allowed:
+            filters = self.loaded.config.tools.filter
+            decisions.append(
+                policy.external_filter(
+                    tool,
+                    builtin=self.is_builtin(tool),
+                    allow_external=filters.allow_external,
+                    allow_list=filters.external_allow_list,
+                )
+            )
+        return decisions
+
+    def explain_tool(self, tool: str, preset: str | None = None) -> dict[str, Any]:
+        """zigclaw's `policy explain --tool` JSON: the first denial, else the preset's allowance."""
+        active = self.active_preset(preset)
+        decisions = self.static_decisions(tool, active)
+        denied = next((d for d in decisions if not d.allowed), None)
+        shown = denied or next(d for d in decisions if d.category == "tool.allow")
+        return {
+            "tool": tool,
+            "allowed": denied is None,
+            "reason": shown.reason,
+            "policy_hash": policy.policy_hash(self.loaded.config.security.workspace_root, active),
+        }
+
+    def explain_mount(self, path: str, preset: str | None = None) -> dict[str, Any]:
+        """zigclaw's `policy explain --mount` JSON."""
+        return policy.explain_mount(
+            self.loaded.config.security.workspace_root, self.active_preset(preset), path
+        )
+
+    # --- tools --------------------------------------------------------------------------
+
+    def tools(self) -> list[ToolEntry]:
+        """Every tool in the plugin and external folders, valid or not."""
+        return discover(self.plugin_dir, self.external_dir)
+
+    def folder_for(self, tool: str) -> Path:
+        return self.plugin_dir if self.is_builtin(tool) else self.external_dir
+
+    def describe(self, tool: str) -> dict[str, Any]:
+        """The tool's manifest as JSON (zigclaw key order)."""
+        _raise_if_denied(policy.check_tool_name(tool), tool)
+        return load_manifest(self.folder_for(tool), tool).describe()
+
+    def validate_config(self) -> list[Warning_]:
+        """Every `config validate` warning."""
+        network = {name for name, entry in self.registry.items() if entry.requires_network}
+        for entry in self.tools():
+            if entry.manifest is not None and entry.manifest.requires_network:
+                network.add(entry.name)
+        return validation_warnings(self.loaded, self.registry, network)
+
+    # --- one call -------------------------------------------------------------------------
+
+    def run(self, tool: str, args: Any, *, preset: str | None = None) -> RunResult:
+        """Decide, run and decode one call; raise the named error of the first step that fails.
+
+        `args` is the argument object (a dict) or its JSON text.
+        """
+        from .schema import parse_args
+
+        active = self.active_preset(preset)
+        decisions = self.static_decisions(tool, active)
+        for decision in decisions:
+            _raise_if_denied(decision, tool)
+        manifest = load_manifest(self.folder_for(tool), tool)
+        self._check_registry(tool, manifest)
+        module_path = self.folder_for(tool) / manifest.module_file
+        module_bytes = _read_module(module_path)
+        digest = hashlib.sha256(module_bytes).hexdigest()
+        for decision in (
+            policy.integrity_check(manifest.sha256, digest),
+            policy.network_gate(active, manifest.requires_network),
+        ):
+            decisions.append(decision)
+            _raise_if_denied(decision, tool)
+        if isinstance(args, str):
+            args = parse_args(args)
+        validate_args(manifest.args_validator, args, tool)
+        if manifest.native:
+            raise SandboxUnavailable(
+                f"tool '{tool}' is a native tool; native tools are not supported by this runner yet",
+                hint="use a WASI build of the tool.",
+            )
+        request_id = new_request_id()
+        mounts = self._mounts(active)
+        try:
+            stdin = encode_request(
+                request_id=request_id,
+                tool=tool,
+                args=args,
+                cwd=policy.WORKSPACE_GUEST,
+                mounts=[Mount(m.host_path, m.guest_path, m.read_only) for m in mounts],
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidToolArgs(f"args cannot be encoded as JSON: {exc}") from None
+        from .sandbox.plan import Limits, RunPlan
+        from .sandbox.wasi import runtime
+
+        plan = RunPlan(
+            tool=tool,
+            module_path=module_path,
+            module_bytes=module_bytes,
+            module_sha256=digest,
+            mounts=tuple(mounts),
+            limits=Limits(
+                max_runtime_ms=manifest.max_runtime_ms,
+                max_fuel=manifest.fuel,
+                max_memory_bytes=manifest.max_memory_bytes,
+                max_stdout_bytes=manifest.max_stdout_bytes,
+                max_stderr_bytes=manifest.max_stderr_bytes,
+            ),
+            stdin=stdin,
+        )
+        outcome = runtime().run(plan)
+        return _result(tool, manifest, request_id, outcome, tuple(decisions))
+
+    def _check_registry(self, tool: str, manifest: Manifest) -> None:
+        if not self.is_builtin(tool) or not self.loaded.config.tools.registry.strict:
+            return
+        from .abi import abi_fingerprint
+
+        entry = self.registry.get(tool)
+        if entry is None:
+            raise ToolNotInRegistry(f"built-in tool '{tool}' is not in the compiled registry")
+        if abi_fingerprint(manifest.args) != entry.abi:
+            raise ToolAbiMismatch(f"args schema of '{tool}' does not match the registry fingerprint")
+
+    def _mounts(self, active: ActivePreset) -> list[Mount]:
+        """The workspace and the preset's write paths, each checked to be an existing folder."""
+        workspace = self.workspace
+        if not workspace.is_dir():
+            raise InvalidConfig(
+                f"security.workspace_root {workspace} is not an existing folder",
+                hint="create the folder or fix security.workspace_root in zigclaw.toml.",
+            )
+        writes: list[tuple[str, str]] = []
+        names: set[str] = set()
+        for raw in active.write_paths:
+            resolved = self.loaded.resolve(raw)
+            name = policy.write_mount_name(raw)
+            if not resolved.is_dir():
+                raise InvalidConfig(
+                    f"write path {raw} of preset '{active.name}' is not an existing folder",
+                    hint="create the folder or remove it from allow_write_paths.",
+                )
+            if name in names or name in ("", ".", ".."):
+                raise InvalidConfig(
+                    f"write path {raw} of preset '{active.name}' would be mounted at /write/{name} twice or ambiguously"
+                )
+            names.add(name)
+            writes.append((raw, os.fspath(resolved.resolve())))
+        return policy.plan_mounts(os.fspath(workspace.resolve()), writes)
+
+
+def _raise_if_denied(decision: Decision, tool: str) -> None:
+    if decision.allowed:
+        return
+    category = decision.category
+    if category == "tool.name":
+        raise InvalidToolName(decision.reason)
+    if category == "tool.allow":
+        raise ToolNotAllowed(
+            f"tool '{tool}' {decision.reason}",
+            hint=f"tool denied by policy; run `zigclaw policy explain --tool {tool}`.",
+        )
+    if category == "tool.external_filter":
+        raise ExternalToolDenied(f"tool '{tool}' {decision.reason}")
+    if category == "tool.integrity":
+        raise ToolIntegrityMismatch(decision.reason)
+    if category == "tool.network":
+        raise ToolNetworkNotAllowed(f"tool '{tool}' requires network; {decision.reason}")
+    raise ZigclawError(decision.reason)
+
+
+def _read_module(path: Path) -> bytes:
+    try:
+        return read_untrusted_file(path, MAX_MODULE_BYTES)
+    except FileNotFoundError:
+        raise InvalidModule(
+            f"module {path} does not exist",
+            hint="build the tool, or fix `module` in its manifest.",
+        ) from None
+    except ValueError as exc:
+        raise InvalidModule(f"module {path} {exc}") from None
+
+
+def _result(
+    tool: str, manifest: Manifest, request_id: str, outcome: Any, decisions: tuple[Decision, ...]
+) -> RunResult:
+    try:
+        response = decode_response(outcome.stdout, request_id)
+    except MalformedResponse as exc:
+        if outcome.exit_code != 0:
+            excerpt = outcome.stderr[-STDERR_EXCERPT_BYTES:].decode("utf-8", "replace").strip()
+            raise ToolFailed(
+                f"tool exited with code {outcome.exit_code} without a valid response"
+                + (f"; stderr: {excerpt}" if excerpt else ""),
+                exit_code=outcome.exit_code,
+            ) from None
+        raise exc from None
+    data = response.data
+    if response.ok and manifest.output_validator is not None:
+        problem = manifest.output_validator.first_error(data)
+        if problem is not None:
+            raise MalformedResponse(f"data does not match the tool's [output] schema: {problem}")
+    return RunResult(
+        request_id=request_id,
+        ok=response.ok,
+        data=data,
+        stdout=response.stdout,
+        stderr=response.stderr,
+        tool=tool,
+        duration_ms=outcome.duration_ms,
+        fuel_used=outcome.fuel_used,
+        decisions=decisions,
+    )
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON as zigclaw printed it."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,140 @@
+"""Shared fixtures: test guests built from sources in tests/guests, and throwaway tool folders."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GUESTS = Path(__file__).parent / "guests"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise TypeError(value)
+
+
+@pytest.fixture(scope="session")
+def guest_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("guests")
+
+
+@pytest.fixture(scope="session")
+def guest(guest_dir: Path) -> Callable[[str], bytes]:
+    """Build tests/guests/<name>.wat (wasmtime's WAT parser) or <name>.c (zig cc) once per session."""
+    built: dict[str, bytes] = {}
+
+    def build(name: str) -> bytes:
+        if name in built:
+            return built[name]
+        wat = GUESTS / f"{name}.wat"
+        if wat.exists():
+            import wasmtime
+
+            data = bytes(wasmtime.wat2wasm(wat.read_text()))
+        else:
+            source = GUESTS / f"{name}.c"
+            out = guest_dir / f"{name}.wasm"
+            env = dict(os.environ)
+            env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(REPO / "build" / "zig-cache"))
+            subprocess.run(
+                [sys.executable, "-m", "ziglang", "cc", "--target=wasm32-wasi", "-Os", "-o", str(out), str(source)],
+                check=True,
+                env=env,
+                cwd=guest_dir,
+            )
+            data = out.read_bytes()
+        built[name] = data
+        return data
+
+    return build
+
+
+class ToolBox:
+    """A workspace, an external tool folder and a zigclaw.toml, all under one temp dir."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.workspace = root / "workspace"
+        self.external = root / "ext-tools"
+        self.workspace.mkdir()
+        self.external.mkdir()
+        self.config_path = root / "zigclaw.toml"
+
+    def add_tool(self, name: str, module: bytes | None, *, args: str | None = None, **fields: Any) -> Path:
+        """Write <name>.wasm (when given) and <name>.toml into the external folder."""
+        if module is not None:
+            (self.external / fields.get("module", f"{name}.wasm")).write_bytes(module)
+        manifest = {
+            "tool_name": name,
+            "version": "1.0.0",
+            "description": f"test tool {name}",
+            **fields,
+        }
+        lines = [f"{key} = {_toml_value(value)}" for key, value in manifest.items()]
+        schema = args if args is not None else 'type = "object"\nadditionalProperties = true'
+        text = "\n".join(lines) + "\n\n[args]\n" + textwrap.dedent(schema) + "\n"
+        path = self.external / f"{name}.toml"
+        path.write_text(text)
+        return path
+
+    def write_config(
+        self,
+        tools: list[str],
+        *,
+        allow_external: bool = True,
+        write_paths: list[str] | None = None,
+        allow_network: bool = False,
+        extra: str = "",
+    ) -> Path:
+        text = textwrap.dedent(
+            f"""
+            [security]
+            workspace_root = "{self.workspace}"
+
+            [tools]
+            external_dir = "{self.external}"
+
+            [tools.filter]
+            allow_external = {_toml_value(allow_external)}
+
+            [capabilities]
+            active_preset = "test"
+
+            [capabilities.presets.test]
+            tools = {_toml_value(tools)}
+            allow_network = {_toml_value(allow_network)}
+            allow_write_paths = {_toml_value(write_paths or [])}
+            """
+        )
+        self.config_path.write_text(text + extra)
+        return self.config_path
+
+    def runner(self) -> Any:
+        from runner import Runner
+
+        return Runner.from_config(self.config_path)
+
+
+@pytest.fixture
+def toolbox(tmp_path: Path) -> ToolBox:
+    return ToolBox(tmp_path)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

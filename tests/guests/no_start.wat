@@ -1,0 +1,2 @@
+;; Exports memory but no _start.
+(module (memory (export "memory") 1) (func (export "main")))

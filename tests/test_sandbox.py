@@ -1,0 +1,175 @@
+"""Hostile guests against the in-process WASI sandbox: each gets its named error and harms nothing.
+
+The table below is the contract: guest source (tests/guests), manifest overrides, expected error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import runner
+from runner.errors import ZigclawError
+
+HOSTILE = [
+    # (guest, manifest overrides, expected error name)
+    ("loop_forever", {"max_runtime_ms": 200}, "ToolTimeout"),
+    ("loop_forever", {"max_runtime_ms": 60000, "max_fuel": 1_000_000}, "ToolOutOfFuel"),
+    ("sleep_forever", {"max_runtime_ms": 200}, "ToolTimeout"),
+    ("grow_memory", {"max_memory_bytes": 4 * 1024 * 1024}, "ToolMemoryLimit"),
+    ("huge_initial_memory", {"max_memory_bytes": 64 * 1024 * 1024}, "ToolMemoryLimit"),
+    ("recurse", {}, "ToolTrap"),
+    ("flood_stdout", {}, "StreamTooLong"),
+    ("flood_stderr", {}, "StreamTooLong"),
+    ("import_env", {}, "InvalidModule"),
+    ("bad_signature", {}, "InvalidModule"),
+    ("no_start", {}, "InvalidModule"),
+    ("exit_silent", {}, "ToolFailed"),
+    ("say_not_json", {}, "MalformedResponse"),
+    ("wrong_request_id", {}, "MalformedResponse"),
+]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize(("guest_name", "fields", "expected"), HOSTILE, ids=[f"{g}-{e}" for g, _, e in HOSTILE])
+def test_hostile_guest_gets_its_named_error(toolbox, guest, guest_name, fields, expected):
+    toolbox.add_tool("hostile", guest(guest_name), **fields)
+    toolbox.write_config(["hostile", "echo"])
+    run = toolbox.runner()
+    with pytest.raises(ZigclawError) as caught:
+        run.run("hostile", {})
+    assert caught.value.name == expected, caught.value.message
+    assert "\n" not in caught.value.message
+    # The host is unharmed: the same runner still runs a good tool afterwards.
+    assert run.run("echo", {"text": "still here"}).data == {"echo": "still here"}
+
+
+def test_sleeping_guest_is_stopped_near_its_deadline_not_after_its_sleep(toolbox, guest):
+    # The guest asks for a 60 s sleep; it must be stopped long before that.
+    toolbox.add_tool("sleeper", guest("sleep_forever"), max_runtime_ms=100)
+    toolbox.write_config(["sleeper"])
+    started = time.monotonic()
+    with pytest.raises(runner.ToolTimeout):
+        toolbox.runner().run("sleeper", {})
+    assert time.monotonic() - started < 30
+
+
+def test_output_flood_leaves_no_file_descriptors_or_temp_files(toolbox, guest, tmp_path):
+    toolbox.add_tool("flood", guest("flood_stdout"))
+    toolbox.write_config(["flood"])
+    run = toolbox.runner()
+    with pytest.raises(runner.StreamTooLong):
+        run.run("flood", {})  # warm-up: lazily created threads and epoll
+    before = _open_fds()
+    tmp_before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+    for _ in range(20):
+        with pytest.raises(runner.StreamTooLong):
+            run.run("flood", {})
+    assert _open_fds() == before
+    assert set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) - tmp_before == set()
+
+
+PROBE_DENIED = [
+    "write /workspace/new.txt",
+    "trunc /workspace/a.txt",
+    "mkdir /workspace/d",
+    "unlink /workspace/a.txt",
+    "rename /workspace/a.txt /workspace/b.txt",
+    "symlink a.txt /workspace/l",
+    "utimes /workspace/a.txt",
+    "read /etc/passwd",
+    "read /workspace/../../etc/passwd",
+    "read ../etc/passwd",
+    "write /write/../escape.txt",
+    "symlink /etc/passwd /write/out/abs_link",
+    "link /workspace/a.txt /write/out/hard",
+]
+
+
+def _probe(guest, workspace: Path, write_dir: Path, ops: list[str]) -> list[str]:
+    import hashlib
+
+    from runner.policy import Mount
+    from runner.sandbox.plan import Limits, RunPlan
+    from runner.sandbox.wasi import runtime
+
+    module = guest("probe")
+    plan = RunPlan(
+        tool="probe",
+        module_path=Path("probe.wasm"),
+        module_bytes=module,
+        module_sha256=hashlib.sha256(module).hexdigest(),
+        mounts=(Mount(str(workspace), "/workspace", True), Mount(str(write_dir), "/write/out", False)),
+        limits=Limits(5000, 10**10, 64 << 20, 65536, 65536),
+        stdin="\n".join(ops).encode(),
+    )
+    result = runtime().run(plan)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "argc 0"  # no argv reaches the guest
+    return lines[1:]
+
+
+@pytest.mark.parametrize("op", PROBE_DENIED)
+def test_guest_cannot_write_the_workspace_or_leave_its_mounts(guest, tmp_path, op):
+    workspace, write_dir = tmp_path / "ws", tmp_path / "out"
+    workspace.mkdir()
+    write_dir.mkdir()
+    (workspace / "a.txt").write_text("original")
+    (result,) = _probe(guest, workspace, write_dir, [op])
+    assert result.startswith("err "), f"{op} -> {result}"
+    assert sorted(os.listdir(workspace)) == ["a.txt"]
+    assert (workspace / "a.txt").read_text() == "original"
+    assert os.listdir(write_dir) == []
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_guest_reads_workspace_and_writes_its_write_mount(guest, tmp_path):
+    workspace, write_dir = tmp_path / "ws", tmp_path / "out"
+    workspace.mkdir()
+    write_dir.mkdir()
+    (workspace / "a.txt").write_text("hello")
+    results = _probe(guest, workspace, write_dir, ["read /workspace/a.txt", "write /write/out/x.txt", "env"])
+    assert results == ["ok 5", "ok ", "ok 0"]  # read 5 bytes, wrote, saw no environment variables
+    assert (write_dir / "x.txt").read_text() == "pwned"
+
+
+def test_symlink_made_in_write_mount_does_not_lead_outside(guest, tmp_path):
+    workspace, write_dir = tmp_path / "ws", tmp_path / "out"
+    workspace.mkdir()
+    write_dir.mkdir()
+    (tmp_path / "secret.txt").write_text("secret")
+    results = _probe(
+        guest, workspace, write_dir, ["symlink ../secret.txt /write/out/s", "read /write/out/s"]
+    )
+    assert results[1].startswith("err "), results
+
+
+def test_two_threads_run_guests_concurrently_with_their_own_limits(toolbox, guest):
+    toolbox.add_tool("spin", guest("loop_forever"), max_runtime_ms=300)
+    toolbox.write_config(["spin", "echo"])
+    run = toolbox.runner()
+    outcomes: list[str] = []
+
+    def call_spin() -> None:
+        try:
+            run.run("spin", {})
+        except ZigclawError as exc:
+            outcomes.append(exc.name)
+
+    def call_echo() -> None:
+        outcomes.append(run.run("echo", {"text": "x"}).data["echo"])
+
+    threads = [threading.Thread(target=call_spin), threading.Thread(target=call_echo)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["ToolTimeout", "x"]
