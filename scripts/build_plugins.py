@@ -25,7 +25,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = ROOT / "plugins"
@@ -59,7 +59,10 @@ def _tools() -> list[str]:
 def _zig_env() -> dict[str, str]:
     env = dict(os.environ)
     cache = ROOT / "build" / "zig-cache"
-    for name, default in (("ZIG_GLOBAL_CACHE_DIR", cache / "global"), ("ZIG_LOCAL_CACHE_DIR", cache / "local")):
+    for name, default in (
+        ("ZIG_GLOBAL_CACHE_DIR", cache / "global"),
+        ("ZIG_LOCAL_CACHE_DIR", cache / "local"),
+    ):
         # zig runs in a scratch folder, so a relative setting is anchored here first.
         env[name] = str(Path(env[name]).resolve() if env.get(name) else default)
     return env
@@ -124,7 +127,9 @@ def build(out_dir: Path, zig: list[str] | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: runner/_builtin)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output folder (default: runner/_builtin)"
+    )
     args = parser.parse_args(argv)
     try:
         build(args.out)

@@ -125,7 +125,7 @@ pub fn lastErrnoName() []const u8 {
 
 fn errnoName(e: std.c.E) []const u8 {
     if (std.enums.tagName(std.c.E, e)) |name| return name;
-    return std.fmt.allocPrint(allocator, "{d}", .{@intFromEnum(e)}) catch "unknown";
+    return std.fmt.allocPrint(allocator, "{d}", .{@backingInt(e)}) catch "unknown";
 }
 
 /// Serialise any value as JSON text, e.g. the `data_json` of a response.
