@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-import click
 import typer
 
 from . import __version__
@@ -60,7 +59,7 @@ def handles_errors(command: str) -> Callable[[F], F]:
             as_json = bool(kwargs.get("as_json", False))
             try:
                 return func(*args, **kwargs)
-            except (typer.Exit, typer.Abort, SystemExit, click.ClickException):
+            except (typer.Exit, typer.Abort, typer.BadParameter, SystemExit):
                 raise
             except ZigclawError as exc:
                 _fail(command, exc, as_json)
