@@ -1,7 +1,7 @@
 """zigclaw: run untrusted agent tools as WASI modules in-process, under zigclaw's protocol v0.
 
-    from runner import Runner
-    result = Runner.from_config().run("echo", {"text": "hi"})
+from runner import Runner
+result = Runner.from_config().run("echo", {"text": "hi"})
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .service import RunResult, Runner
+    from .service import Runner, RunResult
 
 __version__ = "0.1.0"
 

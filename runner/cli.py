@@ -63,7 +63,7 @@ def handles_errors(command: str) -> Callable[[F], F]:
                 raise
             except ZigclawError as exc:
                 _fail(command, exc, as_json)
-            except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            except Exception as exc:
                 if os.environ.get("ZIGCLAW_DEBUG"):
                     raise
                 _fail(command, InternalError(f"{type(exc).__name__}: {exc}"), as_json)
@@ -115,7 +115,7 @@ def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None
     for entry in entries:
         decisions = runner.static_decisions(entry.name, active)
         denied = next((d for d in decisions if not d.allowed), None)
-        verdict = "allowed" if denied is None else f"denied ({denied.reason})"
+        verdict = "allowed" if denied is None else denied.reason
         version = entry.manifest.version if entry.manifest else "-"
         status = "ok" if entry.error is None else f"invalid: {entry.error.message}"
         table.add_row(entry.name, entry.origin, version, verdict, status)

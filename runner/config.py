@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidConfig
 from .manifest import read_untrusted_file
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
+from .tomlinput import TomlInputError, parse_toml
 
 CONFIG_FILE_NAME = "zigclaw.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -108,13 +103,9 @@ def _describe(exc: ValidationError) -> str:
 def parse_config(data: bytes, *, source: str, base_dir: Path) -> LoadedConfig:
     """Validate config bytes; wrong types and bad TOML are InvalidConfig, unknown keys are not."""
     try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InvalidConfig(f"{source}: not valid UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidConfig(f"{source}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise InvalidConfig(f"{source}: invalid TOML: nested too deeply") from None
+        raw = parse_toml(data)
+    except TomlInputError as exc:
+        raise InvalidConfig(f"{source}: {exc}") from None
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
@@ -149,9 +140,7 @@ def _levenshtein(a: str, b: str) -> int:
     for i, char_a in enumerate(a, 1):
         current = [i]
         for j, char_b in enumerate(b, 1):
-            current.append(
-                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
-            )
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
         previous = current
     return previous[-1]
 
@@ -207,9 +196,8 @@ def validation_warnings(
     allow_key = "tools.filter.external_allow_list"
     for tool in config.tools.filter.external_allow_list:
         if tool in builtins:
-            warnings.append(
-                Warning_(allow_key, f"'{tool}' is a built-in tool; listing it in external_allow_list is redundant")
-            )
+            message = f"'{tool}' is a built-in tool; listing it in external_allow_list is redundant"
+            warnings.append(Warning_(allow_key, message))
         elif tool not in referenced:
             warnings.append(Warning_(allow_key, f"'{tool}' is not referenced by any capability preset"))
     for name in sorted(presets):

@@ -100,9 +100,7 @@ class ToolNetworkNotAllowed(ZigclawError):
     """The tool needs the network and the active preset denies it."""
 
     name = "ToolNetworkNotAllowed"
-    default_hint = (
-        "tool requires network but active preset denies network; choose a different preset."
-    )
+    default_hint = "tool requires network but active preset denies network; choose a different preset."
 
 
 class ToolIntegrityMismatch(ZigclawError):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
-import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,11 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import InvalidManifest, ToolNotFound
 from .schema import SchemaError, SchemaValidator, check_schema, normalize_args_schema
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
+from .tomlinput import TomlInputError, parse_toml
 
 MAX_MANIFEST_BYTES = 256 * 1024
 TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -25,9 +22,7 @@ MIB = 1024 * 1024
 # Semantic Versioning 2.0.0, written out: MAJOR.MINOR.PATCH[-pre][+build].
 _NUM = r"(0|[1-9][0-9]*)"
 _PRE = r"(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
-SEMVER_PATTERN = (
-    rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
-)
+SEMVER_PATTERN = rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
 # Fuel per millisecond of max_runtime_ms when max_fuel is not given: above what
 # wasmtime executes in that time, so the wall clock is normally the binding limit.
 FUEL_PER_MS = 5_000_000
@@ -67,9 +62,7 @@ class Manifest(BaseModel):
     @field_validator("module")
     @classmethod
     def _plain_file_name(cls, value: str | None) -> str | None:
-        if value is not None and (
-            "/" in value or "\\" in value or "\0" in value or value in (".", "..")
-        ):
+        if value is not None and ("/" in value or "\\" in value or "\0" in value or value in (".", "..")):
             raise ValueError("must be a file name in the tool's folder, without path separators")
         return value
 
@@ -154,13 +147,23 @@ def read_untrusted_file(path: Path, limit: int) -> bytes:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             raise FileNotFoundError(str(path)) from None
         raise ValueError(f"cannot be opened: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError("is not a regular file")
         if info.st_size > limit:
             raise ValueError(f"is {info.st_size} bytes, over the {limit}-byte limit")
-        data = handle.read(limit + 1)
+        chunks: list[bytes] = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise ValueError(f"is over the {limit}-byte limit")
     return data
@@ -182,14 +185,9 @@ def _describe_validation_error(exc: ValidationError) -> str:
 def parse_manifest(data: bytes, *, stem: str, source: str) -> Manifest:
     """Validate manifest bytes that claim to be `<stem>.toml`; `source` names the file in errors."""
     try:
-        text = data.decode("utf-8")
-        raw = tomllib.loads(text)
-    except UnicodeDecodeError:
-        raise InvalidManifest(f"{source}: not valid UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidManifest(f"{source}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise InvalidManifest(f"{source}: invalid TOML: nested too deeply") from None
+        raw = parse_toml(data)
+    except TomlInputError as exc:
+        raise InvalidManifest(f"{source}: {exc}") from None
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
@@ -203,6 +201,13 @@ def parse_manifest(data: bytes, *, stem: str, source: str) -> Manifest:
     return manifest
 
 
+# Parsed manifests by (file, content digest): the file is read on every call, but
+# bytes already validated are not validated again. Bounded; oldest entries go first.
+_parsed: dict[tuple[str, str], Manifest] = {}
+_PARSED_MAX = 256
+_parsed_lock = threading.Lock()
+
+
 def load_manifest(folder: Path, tool: str) -> Manifest:
     """Load `<folder>/<tool>.toml`; ToolNotFound when absent, InvalidManifest when unusable."""
     path = folder / f"{tool}.toml"
@@ -212,4 +217,14 @@ def load_manifest(folder: Path, tool: str) -> Manifest:
         raise ToolNotFound(f"no manifest for tool '{tool}' in {folder}") from None
     except ValueError as exc:
         raise InvalidManifest(f"{path}: {exc}") from None
-    return parse_manifest(data, stem=tool, source=str(path))
+    key = (str(path), hashlib.sha256(data).hexdigest())
+    with _parsed_lock:
+        cached = _parsed.get(key)
+    if cached is not None:
+        return cached
+    manifest = parse_manifest(data, stem=tool, source=str(path))
+    with _parsed_lock:
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.pop(next(iter(_parsed)))
+        _parsed[key] = manifest
+    return manifest

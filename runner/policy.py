@@ -82,9 +82,7 @@ def preset_gate(active: ActivePreset, tool: str) -> Decision:
     return Decision("tool.allow", False, f"denied: tool not in preset '{active.name}'")
 
 
-def external_filter(
-    tool: str, *, builtin: bool, allow_external: bool, allow_list: Sequence[str]
-) -> Decision:
+def external_filter(tool: str, *, builtin: bool, allow_external: bool, allow_list: Sequence[str]) -> Decision:
     """Step 3: external tools pass only if allowed and (no allow list or listed)."""
     category = "tool.external_filter"
     if builtin:
@@ -159,7 +157,7 @@ def explain_mount(workspace_root: str, active: ActivePreset, path: str) -> dict[
     for write_path in active.write_paths:
         root = _clean(write_path)
         if cleaned == root or cleaned.startswith(root + "/"):
-            rest = cleaned[len(root):]
+            rest = cleaned[len(root) :]
             if ".." in rest.split("/"):
                 continue
             guest = f"{WRITE_GUEST_PREFIX}/{write_mount_name(write_path)}{rest}"
@@ -172,13 +170,11 @@ def explain_mount(workspace_root: str, active: ActivePreset, path: str) -> dict[
     if root in ("", "."):
         inside = None if _escapes(cleaned) else cleaned
     elif cleaned == root or cleaned.startswith(root + "/"):
-        rest = cleaned[len(root):].lstrip("/")
+        rest = cleaned[len(root) :].lstrip("/")
         inside = None if ".." in rest.split("/") else rest
     if inside is not None:
         guest = WORKSPACE_GUEST + (f"/{inside}" if inside and inside != "." else "")
-        decision = Decision(
-            "tool.mount", True, f"allowed read-only under workspace_root '{workspace_root}'"
-        )
+        decision = Decision("tool.mount", True, f"allowed read-only under workspace_root '{workspace_root}'")
         return _mount_json(result, decision, workspace_root, active, guest, True)
     decision = Decision(
         "tool.mount",

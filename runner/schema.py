@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -19,9 +20,20 @@ _ZIG_SPELLINGS = {
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 # Keywords whose value is one subschema or a list of them.
 _SCHEMA_VALUES = (
-    "items", "additionalProperties", "not", "if", "then", "else", "contains",
-    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "prefixItems",
-    "allOf", "anyOf", "oneOf",
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "prefixItems",
+    "allOf",
+    "anyOf",
+    "oneOf",
 )
 
 # Bound on the raw `--args` text: fs_write's 1 MiB content escaped as JSON fits.
@@ -38,7 +50,8 @@ def _normalize(node: Any) -> Any:
     if not isinstance(node, Mapping):
         return node
     out: dict[str, Any] = {}
-    for key, value in node.items():
+    for raw_key, value in node.items():
+        key = str(raw_key)
         key = _ZIG_SPELLINGS.get(key, key)
         if key in out:
             raise SchemaError(f"'{key}' is given twice (once in zigclaw spelling)")
@@ -53,9 +66,9 @@ def _normalize(node: Any) -> Any:
 
 def normalize_args_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Map zigclaw spellings to JSON Schema, default to rejecting unknown keys, and check the result."""
-    schema = _normalize(raw)
+    schema: dict[str, Any] = _normalize(raw)
     if schema.get("type") != "object":
-        raise SchemaError("type must be \"object\"")
+        raise SchemaError('type must be "object"')
     schema.setdefault("properties", {})
     schema.setdefault("additionalProperties", False)
     check_schema(schema)
@@ -74,13 +87,32 @@ def check_schema(schema: Mapping[str, Any]) -> None:
         raise SchemaError(f"{where}: {exc.message}") from None
 
 
+def _is_integer(_checker: Any, value: Any) -> bool:
+    # JSON Schema counts 10.0 as an integer; tools parsing integers do not.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12 where "integer" means a JSON number written without a fraction."""
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
+    return validators.extend(Draft202012Validator, type_checker=checker)  # type: ignore[no-untyped-call]
+
+
+def _elide(message: str, keep: int = 100) -> str:
+    # Messages quote the offending value; keep both ends so the reason survives.
+    if len(message) <= 2 * keep + 5:
+        return message
+    return f"{message[:keep]} ... {message[-keep:]}"
+
+
 class SchemaValidator:
     """A compiled JSON Schema: a tool's args schema or its [output] schema."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        from jsonschema import Draft202012Validator
-
-        self._validator = Draft202012Validator(schema)
+        self._validator = _validator_class()(schema)
 
     def first_error(self, value: Any) -> str | None:
         """The JSON path and reason of the most relevant mismatch, or None when `value` matches."""
@@ -92,8 +124,11 @@ class SchemaValidator:
             return "$: value is nested too deeply"
         if error is None:
             return None
-        message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
-        return f"{error.json_path}: {message}"
+        return f"{error.json_path}: {_elide(error.message)}"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def parse_args(args_text: str) -> dict[str, Any]:
@@ -101,7 +136,7 @@ def parse_args(args_text: str) -> dict[str, Any]:
     if len(args_text.encode("utf-8", "surrogatepass")) > MAX_ARGS_BYTES:
         raise InvalidToolArgs(f"args are longer than {MAX_ARGS_BYTES} bytes")
     try:
-        value = json.loads(args_text)
+        value = json.loads(args_text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise InvalidToolArgs(f"args are not valid JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from .config import Config
 from .manifest import Manifest
 
-SCHEMA_FILES = {
+SCHEMA_FILES: dict[str, tuple[type[BaseModel], str]] = {
     "tool.schema.json": (Manifest, "zigclaw tool manifest (tool.toml)"),
     "zigclaw.schema.json": (Config, "zigclaw configuration (zigclaw.toml)"),
 }

@@ -68,9 +68,7 @@ class Runner:
     def __init__(self, loaded: LoadedConfig) -> None:
         self.loaded = loaded
         config = loaded.config
-        self.plugin_dir = (
-            loaded.resolve(config.tools.plugin_dir) if config.tools.plugin_dir else BUILTIN_DIR
-        )
+        self.plugin_dir = loaded.resolve(config.tools.plugin_dir) if config.tools.plugin_dir else BUILTIN_DIR
         self.external_dir = loaded.resolve(config.tools.external_dir)
         self.workspace = loaded.resolve(config.security.workspace_root)
         self.registry = load_registry()
@@ -246,7 +244,8 @@ class Runner:
                 )
             if name in names or name in ("", ".", ".."):
                 raise InvalidConfig(
-                    f"write path {raw} of preset '{active.name}' would be mounted at /write/{name} twice or ambiguously"
+                    f"write path {raw} of preset '{active.name}' would be mounted at "
+                    f"/write/{name} twice or ambiguously"
                 )
             names.add(name)
             writes.append((raw, os.fspath(resolved.resolve())))

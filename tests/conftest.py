@@ -52,8 +52,9 @@ def guest(guest_dir: Path) -> Callable[[str], bytes]:
             out = guest_dir / f"{name}.wasm"
             env = dict(os.environ)
             env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(REPO / "build" / "zig-cache"))
+            command = [sys.executable, "-m", "ziglang", "cc", "--target=wasm32-wasi", "-Os"]
             subprocess.run(
-                [sys.executable, "-m", "ziglang", "cc", "--target=wasm32-wasi", "-Os", "-o", str(out), str(source)],
+                [*command, "-o", str(out), str(source)],
                 check=True,
                 env=env,
                 cwd=guest_dir,

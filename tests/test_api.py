@@ -1,4 +1,4 @@
-"""The Python API (SPEC 9): Runner.from_config(...).run(...) -> RunResult, from many threads, with named errors."""
+"""The Python API (SPEC 9): Runner.from_config(path).run(tool, args) -> RunResult, from many threads."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from runner import (
     InvalidManifest,
     InvalidToolArgs,
     InvalidToolName,
-    RunResult,
     Runner,
+    RunResult,
     ToolNotAllowed,
     ToolNotFound,
     ZigclawError,

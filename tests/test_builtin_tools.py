@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runner import ToolAbiMismatch, ToolIntegrityMismatch
+from runner import InvalidToolArgs, ToolAbiMismatch, ToolIntegrityMismatch
 from runner.abi import abi_fingerprint
 
 if sys.version_info >= (3, 11):
@@ -38,13 +38,19 @@ class Box:
         self.out.mkdir()
 
     def write_config(
-        self, tools: list[str] | tuple[str, ...] = BUILTINS, *, plugin_dir: Path | None = None, extra: str = ""
+        self,
+        tools: list[str] | tuple[str, ...] = BUILTINS,
+        *,
+        plugin_dir: Path | None = None,
+        extra: str = "",
     ) -> Path:
         path = self.toolbox.write_config(list(tools), write_paths=[str(self.out)], extra=extra)
         if plugin_dir is not None:
             text = path.read_text()
             assert text.count("[tools]\n") == 1
-            path.write_text(text.replace("[tools]\n", f"[tools]\nplugin_dir = {json.dumps(str(plugin_dir))}\n"))
+            path.write_text(
+                text.replace("[tools]\n", f"[tools]\nplugin_dir = {json.dumps(str(plugin_dir))}\n")
+            )
         return path
 
     def runner(self) -> Any:
@@ -143,6 +149,33 @@ def test_fs_read_of_a_missing_file_is_ok_false(box: Box) -> None:
     assert result.ok is False
 
 
+def test_fs_read_max_bytes_out_of_range_is_InvalidToolArgs(box: Box) -> None:
+    for max_bytes in (0, 1048577, -1):
+        with pytest.raises(InvalidToolArgs):
+            box.runner().run("fs_read", {"path": "f.bin", "max_bytes": max_bytes})
+
+
+def test_fs_read_max_bytes_that_passes_validation_is_honoured_by_the_tool(box: Box) -> None:
+    # JSON Schema counts 10.0 as an integer, so the runner accepts it; the tool must then
+    # honour it instead of failing the run (it is either rejected up front or it works).
+    (box.workspace / "f.bin").write_bytes(b"abc")
+    try:
+        result = box.runner().run("fs_read", {"path": "f.bin", "max_bytes": 10.0})
+    except InvalidToolArgs:
+        return
+    assert read_bytes(result) == b"abc"
+
+
+def test_fs_read_and_fs_write_handle_their_maximum_sizes(box: Box) -> None:
+    content = bytes((i * 31) % 256 for i in range(1048576))
+    (box.workspace / "mib.bin").write_bytes(content)
+    runner = box.runner()
+    assert read_bytes(runner.run("fs_read", {"path": "mib.bin", "max_bytes": 1048576})) == content
+    written = runner.run("fs_write", {"path": "/write/out/mib.txt", "content": "z" * 1048576})
+    assert written.data == {"bytes_written": 1048576}
+    assert (box.out / "mib.txt").stat().st_size == 1048576
+
+
 SECRET = b"TOP-SECRET-BESIDE-THE-WORKSPACE"
 
 
@@ -219,7 +252,9 @@ def test_fs_write_cannot_overwrite_a_workspace_file(box: Box) -> None:
     assert (box.workspace / "keep.txt").read_text() == "original"
 
 
-@pytest.mark.parametrize("path", ["/write/out/../escape.txt", "/write/escape.txt", "/escape.txt", "../escape.txt"])
+@pytest.mark.parametrize(
+    "path", ["/write/out/../escape.txt", "/write/escape.txt", "/escape.txt", "../escape.txt"]
+)
 def test_fs_write_out_of_the_write_mount_is_ok_false_and_creates_nothing(box: Box, path: str) -> None:
     before = files_under(box.root)
     result = box.runner().run("fs_write", {"path": path, "content": "escaped"})

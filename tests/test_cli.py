@@ -116,7 +116,7 @@ def test_tools_run_echo_prints_one_compact_json_line_in_zigclaw_key_order(tmp_pa
     rid = obj["request_id"]
     assert REQUEST_ID.fullmatch(rid)
     assert lines[0] == (
-        '{"request_id":"%s","ok":true,"data":{"echo":"hello"},"stdout":"echo ok","stderr":""}' % rid
+        '{"request_id":"' + rid + '","ok":true,"data":{"echo":"hello"},"stdout":"echo ok","stderr":""}'
     )
 
 
@@ -431,6 +431,21 @@ def test_tools_run_without_preset_uses_the_active_preset(tmp_path: Path) -> None
     assert not (tmp_path / "out" / "note.txt").exists()
 
 
+def test_tools_run_with_an_undefined_preset_is_ToolNotAllowed_not_a_fallback(tmp_path: Path) -> None:
+    _two_presets(tmp_path)
+    proc = zigclaw(tmp_path, "tools", "run", "echo", "--args", '{"text":"hi"}', "--preset", "nope")
+    assert_runner_error(proc, "ToolNotAllowed", hint=True)
+
+
+def test_a_missing_config_file_given_with_config_is_InvalidConfig(tmp_path: Path) -> None:
+    proc = zigclaw(tmp_path, "tools", "run", "echo", "--args", '{"text":"hi"}', "--config", "missing.toml")
+    assert_runner_error(proc, "InvalidConfig", hint=True)
+    proc = zigclaw(
+        tmp_path, "tools", "run", "echo", "--args", '{"text":"hi"}', "--config", "missing.toml", "--json"
+    )
+    assert_runner_error_json(proc, "InvalidConfig", hint=True)
+
+
 # --- the terminal table --------------------------------------------------------------------
 
 
@@ -482,3 +497,15 @@ def test_tools_list_on_a_terminal_prints_a_table_with_origin_and_verdict(tmp_pat
     fs_write_row = next(line for line in plain.splitlines() if " fs_write " in line)
     assert "denied" in fs_write_row
     assert "Traceback" not in plain
+
+
+def test_tools_list_on_a_terminal_shows_external_tools_and_invalid_manifests(tmp_path: Path) -> None:
+    add_external_tool(tmp_path, "ext_ok")
+    add_external_tool(tmp_path, "ext_bad", manifest='tool_name = "ext_bad"\n')  # no version, no [args]
+    out = _run_on_terminal(tmp_path, [sys.executable, "-m", "runner", "tools", "list"])
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    ok_row = next(line for line in plain.splitlines() if " ext_ok " in line)
+    assert "external" in ok_row and "denied" in ok_row  # allow_external is false by default
+    bad_row = next(line for line in plain.splitlines() if " ext_bad " in line)
+    assert "invalid" in bad_row
+    assert "echo" in plain  # one bad manifest does not hide the other tools

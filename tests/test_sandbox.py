@@ -38,7 +38,9 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-@pytest.mark.parametrize(("guest_name", "fields", "expected"), HOSTILE, ids=[f"{g}-{e}" for g, _, e in HOSTILE])
+@pytest.mark.parametrize(
+    ("guest_name", "fields", "expected"), HOSTILE, ids=[f"{g}-{e}" for g, _, e in HOSTILE]
+)
 def test_hostile_guest_gets_its_named_error(toolbox, guest, guest_name, fields, expected):
     toolbox.add_tool("hostile", guest(guest_name), **fields)
     toolbox.write_config(["hostile", "echo"])

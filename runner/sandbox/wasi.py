@@ -39,16 +39,54 @@ from .plan import RunPlan, SandboxResult
 WASI_MODULE = "wasi_snapshot_preview1"
 # The preview 1 functions a guest may import; anything else is refused before it runs.
 WASI_FUNCTIONS = frozenset(
-    """
-    args_get args_sizes_get environ_get environ_sizes_get clock_res_get clock_time_get
-    fd_advise fd_allocate fd_close fd_datasync fd_fdstat_get fd_fdstat_set_flags
-    fd_fdstat_set_rights fd_filestat_get fd_filestat_set_size fd_filestat_set_times fd_pread
-    fd_prestat_get fd_prestat_dir_name fd_pwrite fd_read fd_readdir fd_renumber fd_seek fd_sync
-    fd_tell fd_write path_create_directory path_filestat_get path_filestat_set_times path_link
-    path_open path_readlink path_remove_directory path_rename path_symlink path_unlink_file
-    poll_oneoff proc_exit proc_raise sched_yield random_get sock_accept sock_recv sock_send
-    sock_shutdown
-    """.split()
+    (
+        "args_get",
+        "args_sizes_get",
+        "environ_get",
+        "environ_sizes_get",
+        "clock_res_get",
+        "clock_time_get",
+        "fd_advise",
+        "fd_allocate",
+        "fd_close",
+        "fd_datasync",
+        "fd_fdstat_get",
+        "fd_fdstat_set_flags",
+        "fd_fdstat_set_rights",
+        "fd_filestat_get",
+        "fd_filestat_set_size",
+        "fd_filestat_set_times",
+        "fd_pread",
+        "fd_prestat_get",
+        "fd_prestat_dir_name",
+        "fd_pwrite",
+        "fd_read",
+        "fd_readdir",
+        "fd_renumber",
+        "fd_seek",
+        "fd_sync",
+        "fd_tell",
+        "fd_write",
+        "path_create_directory",
+        "path_filestat_get",
+        "path_filestat_set_times",
+        "path_link",
+        "path_open",
+        "path_readlink",
+        "path_remove_directory",
+        "path_rename",
+        "path_symlink",
+        "path_unlink_file",
+        "poll_oneoff",
+        "proc_exit",
+        "proc_raise",
+        "sched_yield",
+        "random_get",
+        "sock_accept",
+        "sock_recv",
+        "sock_send",
+        "sock_shutdown",
+    )
 )
 TICK_SECONDS = 0.001
 PAGE = 65536
@@ -105,11 +143,10 @@ _CALLBACK_TYPE = ctypes.CFUNCTYPE(
     ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
 )
 _FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_NO_FINALIZER = ctypes.cast(None, _FINALIZER_TYPE)
+_NO_FINALIZER = _FINALIZER_TYPE()  # a NULL function pointer
 _UPDATE_CONTINUE = 0
 
 
-@_CALLBACK_TYPE
 def _on_epoch(_context: Any, _env: Any, delta: Any, kind: Any) -> int:
     state = _state()
     if state is None or state.should_stop():
@@ -118,6 +155,9 @@ def _on_epoch(_context: Any, _env: Any, delta: Any, kind: Any) -> int:
     delta[0] = 1
     kind[0] = _UPDATE_CONTINUE
     return 0
+
+
+_ON_EPOCH = _CALLBACK_TYPE(_on_epoch)
 
 
 # --- the shadowed poll_oneoff ---------------------------------------------------------
@@ -314,7 +354,7 @@ class WasiRuntime:
                 memories=1,
             )
             store.set_epoch_deadline(1)
-            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_epoch, None, _NO_FINALIZER)
+            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _ON_EPOCH, None, _NO_FINALIZER)
             store.set_wasi(self._wasi_config(plan, sinks[0], sinks[1]))
             for sink in sinks:
                 sink.close_write_end()
@@ -409,7 +449,7 @@ def _classify(failure: Exception, near_memory_cap: bool, cap: int, stderr: bytes
     message = first_line(str(failure))
     if near_memory_cap:
         return ToolMemoryLimit(f"tool failed with its memory at the {cap}-byte cap: {message}")
-    if "resource limit" in message or "memory" in message and "limit" in message:
+    if "resource limit" in message or ("memory" in message and "limit" in message):
         return ToolMemoryLimit(f"tool exceeded a resource limit: {message}")
     if code is not None:
         return ToolTrap(f"tool trapped: {message}")

@@ -1,0 +1,1 @@
+"""Benchmarks run only with `just bench` (pytest benchmarks --benchmark-enable)."""

@@ -1,0 +1,450 @@
+"""Policy decisions (SPEC 4): the pure gates in runner/policy.py and the Runner's explain output."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from runner.config import Preset
+from runner.policy import (
+    ActivePreset,
+    check_tool_name,
+    explain_mount,
+    external_filter,
+    integrity_check,
+    network_gate,
+    policy_hash,
+    preset_gate,
+)
+from runner.service import Runner
+
+
+def active(
+    name: str = "readonly",
+    tools: list[str] | None = None,
+    *,
+    network: bool = False,
+    writes: list[str] | None = None,
+) -> ActivePreset:
+    return ActivePreset(
+        name,
+        Preset(
+            tools=["echo"] if tools is None else tools, allow_network=network, allow_write_paths=writes or []
+        ),
+    )
+
+
+def runner_for(tmp_path: Path, body: str) -> Runner:
+    path = tmp_path / "zigclaw.toml"
+    path.write_text(textwrap.dedent(body))
+    return Runner.from_config(path)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+DEFAULT_HASH_TEXT = "workspace_root=.;preset=readonly;allow_network=false;tools=echo,;write_paths="
+
+
+# --- step 1: tool name ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["echo", "fs_read", "a", "a" * 64, "x9_"])
+def test_plain_tool_names_pass(name: str) -> None:
+    decision = check_tool_name(name)
+    assert decision.allowed is True
+    assert decision.category == "tool.name"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a/b",
+        "..",
+        "x\0y",
+        "Echo",
+        "\u0435\u0441ho",
+        "",
+        "a" * 65,
+        "echo\n",
+        "../echo",
+        "/echo",
+        "1echo",
+        "_echo",
+        "ec ho",
+        "echo.toml",
+        "echo\\x",
+    ],
+    ids=[
+        "slash",
+        "dotdot",
+        "nul",
+        "upper",
+        "cyrillic",
+        "empty",
+        "65",
+        "newline",
+        "rel",
+        "abs",
+        "digit",
+        "underscore",
+        "space",
+        "dot",
+        "backslash",
+    ],
+)
+def test_non_plain_tool_names_are_refused(name: str) -> None:
+    decision = check_tool_name(name)
+    assert decision.allowed is False
+    assert decision.category == "tool.name"
+    assert "not a plain tool name" in decision.reason
+
+
+def test_refused_name_is_shown_escaped_and_bounded() -> None:
+    reason = check_tool_name("x\0y\n" + "z" * 500).reason
+    assert "\0" not in reason and "\n" not in reason
+    assert "\\x00" in reason
+    assert len(reason) < 200
+
+
+def test_cyrillic_look_alike_is_shown_escaped() -> None:
+    assert "\\u0435" in check_tool_name("\u0435\u0441ho").reason
+
+
+# --- step 2: preset gate --------------------------------------------------------------------------
+
+
+def test_preset_gate_allows_a_listed_tool() -> None:
+    decision = preset_gate(active(tools=["echo", "fs_read"]), "fs_read")
+    assert (decision.category, decision.allowed) == ("tool.allow", True)
+    assert "readonly" in decision.reason
+
+
+def test_preset_gate_denies_an_unlisted_tool() -> None:
+    decision = preset_gate(active(tools=["echo"]), "fs_write")
+    assert (decision.category, decision.allowed) == ("tool.allow", False)
+    assert decision.reason == "denied: tool not in preset 'readonly'"
+
+
+def test_preset_gate_denies_everything_under_an_undefined_preset() -> None:
+    decision = preset_gate(ActivePreset("nosuch", None), "echo")
+    assert (decision.category, decision.allowed) == ("tool.allow", False)
+    assert "nosuch" in decision.reason and "not defined" in decision.reason
+
+
+def test_undefined_preset_has_no_tools_network_or_write_paths() -> None:
+    undefined = ActivePreset("nosuch", None)
+    assert list(undefined.tools) == []
+    assert undefined.allow_network is False
+    assert list(undefined.write_paths) == []
+
+
+# --- step 3: external filter ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("builtin", "allow_external", "allow_list", "allowed"),
+    [
+        (True, False, [], True),
+        (True, False, ["other"], True),
+        (False, False, [], False),
+        (False, False, ["ext"], False),
+        (False, True, [], True),
+        (False, True, ["ext", "other"], True),
+        (False, True, ["other"], False),
+    ],
+    ids=[
+        "builtin",
+        "builtin-listed-other",
+        "ext-off",
+        "ext-off-listed",
+        "ext-on-empty",
+        "ext-on-listed",
+        "ext-on-not-listed",
+    ],
+)
+def test_external_filter_truth_table(
+    builtin: bool, allow_external: bool, allow_list: list[str], allowed: bool
+) -> None:
+    decision = external_filter("ext", builtin=builtin, allow_external=allow_external, allow_list=allow_list)
+    assert decision.category == "tool.external_filter"
+    assert decision.allowed is allowed
+
+
+def test_external_filter_reasons_name_the_setting() -> None:
+    off = external_filter("ext", builtin=False, allow_external=False, allow_list=[])
+    assert "allow_external" in off.reason
+    unlisted = external_filter("ext", builtin=False, allow_external=True, allow_list=["x"])
+    assert "external_allow_list" in unlisted.reason and "ext" in unlisted.reason
+
+
+# --- steps 5 and 6 -------------------------------------------------------------------------------
+
+
+def test_network_gate() -> None:
+    assert network_gate(active(network=False), False).allowed is True
+    assert network_gate(active(network=True), True).allowed is True
+    denied = network_gate(active(network=False), True)
+    assert (denied.category, denied.allowed) == ("tool.network", False)
+    assert "readonly" in denied.reason
+    assert network_gate(ActivePreset("nosuch", None), True).allowed is False
+
+
+def test_integrity_check() -> None:
+    digest = "a" * 64
+    assert integrity_check(None, digest).allowed is True
+    assert integrity_check(digest, digest).allowed is True
+    mismatch = integrity_check("b" * 64, digest)
+    assert (mismatch.category, mismatch.allowed) == ("tool.integrity", False)
+    assert digest in mismatch.reason and "b" * 64 in mismatch.reason
+
+
+# --- policy hash ---------------------------------------------------------------------------------
+
+
+def test_policy_hash_of_the_default_config_matches_zigclaw_text() -> None:
+    assert policy_hash(".", active()) == sha(DEFAULT_HASH_TEXT)
+
+
+def test_runner_policy_hash_with_no_config_file_matches_zigclaw_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = Runner.from_config()
+    assert runner.policy_hash() == sha(DEFAULT_HASH_TEXT)
+    assert runner.explain_mount("a")["policy_hash"] == sha(DEFAULT_HASH_TEXT)
+
+
+def test_policy_hash_text_with_tools_and_write_paths() -> None:
+    preset = active("dev", ["fs_write", "echo"], network=True, writes=["out", "/data/b"])
+    expected = sha(
+        "workspace_root=/ws;preset=dev;allow_network=true;tools=echo,fs_write,;write_paths=/data/b,out,"
+    )
+    assert policy_hash("/ws", preset) == expected
+
+
+def test_policy_hash_ignores_order_of_tools_and_write_paths() -> None:
+    one = active(tools=["echo", "fs_read", "fs_write"], writes=["a", "b"])
+    two = active(tools=["fs_write", "echo", "fs_read"], writes=["b", "a"])
+    assert policy_hash(".", one) == policy_hash(".", two)
+
+
+@pytest.mark.parametrize(
+    ("root", "preset"),
+    [
+        ("./ws", active()),
+        (".", active("other")),
+        (".", active(network=True)),
+        (".", active(tools=["echo", "fs_read"])),
+        (".", active(tools=[])),
+        (".", active(writes=["out"])),
+    ],
+    ids=["root", "name", "network", "tools", "no-tools", "writes"],
+)
+def test_policy_hash_changes_when_any_input_changes(root: str, preset: ActivePreset) -> None:
+    assert policy_hash(root, preset) != policy_hash(".", active())
+
+
+# --- explain --mount -----------------------------------------------------------------------------
+
+DENIED_KEYS = ["mount", "allowed", "reason", "policy_hash"]
+ALLOWED_KEYS = [*DENIED_KEYS, "guest_path", "read_only"]
+
+
+def test_workspace_relative_path_is_allowed_read_only() -> None:
+    result = explain_mount(".", active(), "src/main.zig")
+    assert list(result) == ALLOWED_KEYS
+    assert result["mount"] == "src/main.zig"
+    assert result["allowed"] is True
+    assert result["guest_path"] == "/workspace/src/main.zig"
+    assert result["read_only"] is True
+    assert result["policy_hash"] == sha(DEFAULT_HASH_TEXT)
+
+
+@pytest.mark.parametrize(("path", "guest"), [(".", "/workspace"), ("./a/", "/workspace/a")])
+def test_workspace_root_itself_maps_to_workspace(path: str, guest: str) -> None:
+    result = explain_mount(".", active(), path)
+    assert result["allowed"] is True
+    assert result["guest_path"] == guest
+
+
+def test_write_path_is_allowed_writable_under_write_basename() -> None:
+    result = explain_mount(".", active(writes=["data/out"]), "data/out/report.txt")
+    assert list(result) == ALLOWED_KEYS
+    assert result["allowed"] is True
+    assert result["guest_path"] == "/write/out/report.txt"
+    assert result["read_only"] is False
+
+
+def test_absolute_write_path_is_allowed_writable() -> None:
+    result = explain_mount("/ws", active(writes=["/srv/out"]), "/srv/out/x")
+    assert (result["allowed"], result["guest_path"], result["read_only"]) == (True, "/write/out/x", False)
+
+
+def test_absolute_path_inside_an_absolute_workspace_is_allowed() -> None:
+    result = explain_mount("/ws", active(), "/ws/a/b")
+    assert (result["allowed"], result["guest_path"], result["read_only"]) == (True, "/workspace/a/b", True)
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/ws2/a", "/ws/../etc", "/", "../x"])
+def test_paths_outside_an_absolute_workspace_are_denied(path: str) -> None:
+    result = explain_mount("/ws", active(), path)
+    assert list(result) == DENIED_KEYS
+    assert result["allowed"] is False
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../x", "a/../../x", "./..", "..", "data/out/../../x"])
+def test_paths_outside_the_workspace_are_denied(path: str) -> None:
+    result = explain_mount(".", active(writes=["data/out"]), path)
+    assert list(result) == DENIED_KEYS
+    assert result["mount"] == path
+    assert result["allowed"] is False
+    assert "denied" in result["reason"]
+
+
+def test_dotdot_out_of_a_write_path_is_not_writable() -> None:
+    result = explain_mount(".", active(writes=["out"]), "out/../secret")
+    assert not (result["allowed"] and result.get("read_only") is False)
+
+
+@pytest.mark.parametrize("path", ["", "./"])
+def test_empty_path_is_denied(path: str) -> None:
+    result = explain_mount(".", active(), path)
+    assert list(result) == DENIED_KEYS
+    assert result["allowed"] is False
+    assert "empty" in result["reason"]
+
+
+# --- Runner.explain_tool / explain_mount / static_decisions --------------------------------------
+
+CONFIG = """
+[tools]
+external_dir = "{ext}"
+
+[tools.filter]
+allow_external = {allow_external}
+external_allow_list = {allow_list}
+
+[capabilities]
+active_preset = "dev"
+
+[capabilities.presets.dev]
+tools = ["echo", "fs_write", "mytool"]
+allow_write_paths = ["out"]
+
+[capabilities.presets.readonly]
+tools = ["echo"]
+"""
+
+
+def dev_runner(tmp_path: Path, allow_external: str = "false", allow_list: str = "[]") -> Runner:
+    ext = tmp_path / "ext"
+    ext.mkdir(exist_ok=True)
+    return runner_for(tmp_path, CONFIG.format(ext=ext, allow_external=allow_external, allow_list=allow_list))
+
+
+def test_explain_tool_allows_a_builtin_in_the_active_preset(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path).explain_tool("fs_write")
+    assert list(result) == ["tool", "allowed", "reason", "policy_hash"]
+    assert result["tool"] == "fs_write"
+    assert result["allowed"] is True
+    assert "dev" in result["reason"]
+
+
+def test_explain_tool_denies_a_tool_outside_the_preset(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path).explain_tool("fs_read")
+    assert result["allowed"] is False
+    assert result["reason"] == "denied: tool not in preset 'dev'"
+
+
+def test_explain_tool_preset_argument_selects_the_preset(tmp_path: Path) -> None:
+    runner = dev_runner(tmp_path)
+    result = runner.explain_tool("fs_write", preset="readonly")
+    assert result["allowed"] is False
+    assert "readonly" in result["reason"]
+    assert result["policy_hash"] == runner.policy_hash("readonly")
+    assert result["policy_hash"] != runner.policy_hash()
+
+
+def test_explain_tool_denies_an_external_tool_when_external_is_off(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path).explain_tool("mytool")
+    assert result["allowed"] is False
+    assert "allow_external" in result["reason"]
+
+
+def test_explain_tool_allows_an_external_tool_when_allowed_and_listed(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path, "true", '["mytool"]').explain_tool("mytool")
+    assert result["allowed"] is True
+
+
+def test_explain_tool_denies_an_external_tool_missing_from_the_allow_list(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path, "true", '["other"]').explain_tool("mytool")
+    assert result["allowed"] is False
+    assert "external_allow_list" in result["reason"]
+
+
+def test_explain_tool_refuses_a_path_like_name(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path).explain_tool("../echo")
+    assert result["allowed"] is False
+    assert "not a plain tool name" in result["reason"]
+
+
+def test_explain_tool_hash_matches_independent_computation(tmp_path: Path) -> None:
+    result = dev_runner(tmp_path).explain_tool("echo")
+    expected = sha(
+        "workspace_root=.;preset=dev;allow_network=false;tools=echo,fs_write,mytool,;write_paths=out,"
+    )
+    assert result["policy_hash"] == expected
+
+
+def test_static_decisions_run_in_spec_order(tmp_path: Path) -> None:
+    runner = dev_runner(tmp_path, "true")
+    decisions = runner.static_decisions("mytool", runner.active_preset())
+    assert [d.category for d in decisions] == ["tool.name", "tool.allow", "tool.external_filter"]
+    assert all(d.allowed for d in decisions)
+
+
+@pytest.mark.parametrize(
+    ("tool", "categories"),
+    [
+        ("a/b", ["tool.name"]),
+        ("fs_read", ["tool.name", "tool.allow"]),
+        ("mytool", ["tool.name", "tool.allow", "tool.external_filter"]),
+    ],
+)
+def test_static_decisions_stop_at_the_first_denial(tmp_path: Path, tool: str, categories: list[str]) -> None:
+    runner = dev_runner(tmp_path)
+    decisions = runner.static_decisions(tool, runner.active_preset())
+    assert [d.category for d in decisions] == categories
+    assert decisions[-1].allowed is False
+    assert all(d.allowed for d in decisions[:-1])
+
+
+def test_runner_explain_mount_uses_the_active_preset_write_paths(tmp_path: Path) -> None:
+    runner = dev_runner(tmp_path)
+    writable = runner.explain_mount("out/log.txt")
+    assert list(writable) == ALLOWED_KEYS
+    assert (writable["allowed"], writable["guest_path"], writable["read_only"]) == (
+        True,
+        "/write/out/log.txt",
+        False,
+    )
+    assert writable["policy_hash"] == runner.policy_hash()
+    read_only = runner.explain_mount("out/log.txt", preset="readonly")
+    assert (read_only["guest_path"], read_only["read_only"]) == ("/workspace/out/log.txt", True)
+    denied = runner.explain_mount("../x")
+    assert list(denied) == DENIED_KEYS and denied["allowed"] is False
+
+
+def test_runner_explain_mount_under_undefined_preset_still_answers(tmp_path: Path) -> None:
+    runner = dev_runner(tmp_path)
+    result = runner.explain_mount("a", preset="nosuch")
+    assert result["allowed"] is True
+    assert result["read_only"] is True
+    assert result["policy_hash"] == sha(
+        "workspace_root=.;preset=nosuch;allow_network=false;tools=;write_paths="
+    )
