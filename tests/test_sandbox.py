@@ -148,9 +148,7 @@ def test_symlink_made_in_write_mount_does_not_lead_outside(guest, tmp_path):
     workspace.mkdir()
     write_dir.mkdir()
     (tmp_path / "secret.txt").write_text("secret")
-    results = _probe(
-        guest, workspace, write_dir, ["symlink ../secret.txt /write/out/s", "read /write/out/s"]
-    )
+    results = _probe(guest, workspace, write_dir, ["symlink ../secret.txt /write/out/s", "read /write/out/s"])
     assert results[1].startswith("err "), results
 
 

@@ -378,3 +378,8 @@ def test_normalize_rejects_a_negative_max_length() -> None:
     with pytest.raises(SchemaError) as info:
         normalize_args_schema({"type": "object", "properties": {"a": {"type": "string", "max_length": -1}}})
     assert "properties/a/maxLength" in str(info.value)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_parse_args_rejects_non_json_number_constants(constant: str) -> None:
+    assert "not valid JSON" in parse_error('{"x": ' + constant + "}")
