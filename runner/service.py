@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from .config import LoadedConfig, Warning_, load_config, validation_warnings
 from .errors import (
     ExternalToolDenied,
     InvalidConfig,
-    InvalidModule,
     InvalidToolArgs,
     InvalidToolName,
     MalformedResponse,
@@ -27,13 +25,13 @@ from .errors import (
     ToolNotInRegistry,
     ZigclawError,
 )
-from .manifest import Manifest, load_manifest, read_untrusted_file
+from .manifest import Manifest, load_manifest
+from .modulefile import read_module
 from .policy import ActivePreset, Decision, Mount
 from .protocol import decode_response, encode_request, new_request_id
 from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
 from .schema import validate_args
 
-MAX_MODULE_BYTES = 512 * 1024 * 1024
 STDERR_EXCERPT_BYTES = 512
 
 
@@ -163,9 +161,8 @@ class Runner:
             _raise_if_denied(decision, tool)
         manifest = load_manifest(self.folder_for(tool), tool)
         self._check_registry(tool, manifest)
-        module_path = self.folder_for(tool) / manifest.module_file
-        module_bytes = _read_module(module_path)
-        digest = hashlib.sha256(module_bytes).hexdigest()
+        module = read_module(self.folder_for(tool) / manifest.module_file)
+        digest = module.sha256
         for decision in (
             policy.integrity_check(manifest.sha256, digest),
             policy.network_gate(active, manifest.requires_network),
@@ -197,8 +194,8 @@ class Runner:
 
         plan = RunPlan(
             tool=tool,
-            module_path=module_path,
-            module_bytes=module_bytes,
+            module_path=module.path,
+            module_bytes=module.data,
             module_sha256=digest,
             mounts=tuple(mounts),
             limits=Limits(
@@ -270,18 +267,6 @@ def _raise_if_denied(decision: Decision, tool: str) -> None:
     if category == "tool.network":
         raise ToolNetworkNotAllowed(f"tool '{tool}' requires network; {decision.reason}")
     raise ZigclawError(decision.reason)
-
-
-def _read_module(path: Path) -> bytes:
-    try:
-        return read_untrusted_file(path, MAX_MODULE_BYTES)
-    except FileNotFoundError:
-        raise InvalidModule(
-            f"module {path} does not exist",
-            hint="build the tool, or fix `module` in its manifest.",
-        ) from None
-    except ValueError as exc:
-        raise InvalidModule(f"module {path} {exc}") from None
 
 
 def _result(

@@ -4,7 +4,7 @@ const std = @import("std");
 const protocol = @import("protocol");
 
 pub fn main() void {
-    const req = protocol.readRequest();
+    const req = protocol.readRequestInCwd();
     const path = protocol.pathZ(req.string("path"));
     const max_bytes: usize = @intCast(req.integer("max_bytes", 65536, 1, 1048576));
 

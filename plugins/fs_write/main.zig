@@ -4,7 +4,7 @@ const std = @import("std");
 const protocol = @import("protocol");
 
 pub fn main() void {
-    const req = protocol.readRequest();
+    const req = protocol.readRequestInCwd();
     const path = protocol.pathZ(req.string("path"));
     const content = req.string("content");
 

@@ -54,7 +54,7 @@ pub fn malformed(reason: []const u8, detail: []const u8) noreturn {
     std.process.exit(2);
 }
 
-/// Read and check the request, then chdir to its `cwd` so relative paths resolve there.
+/// Read and check the request.
 pub fn readRequest() Request {
     const input = readStdin();
     const root = std.json.parseFromSliceLeaky(std.json.Value, allocator, input, .{}) catch
@@ -84,6 +84,13 @@ pub fn readRequest() Request {
             else => malformed("args_json is not a JSON object", ""),
         },
     };
+    return req;
+}
+
+/// Read and check the request, then chdir to its `cwd` so relative paths resolve there.
+/// Only tools that open files need this: the chdir costs host calls.
+pub fn readRequestInCwd() Request {
+    const req = readRequest();
     if (std.c.chdir(pathZ(req.cwd)) != 0) malformed("cannot chdir to cwd", lastErrnoName());
     return req;
 }

@@ -1,19 +1,27 @@
-"""Bounded capture of a stream through a pipe, drained by one shared reactor thread.
+"""Bounded capture of a stream through a pipe.
 
-The writer (a guest or a subprocess) never blocks for long: the reactor keeps
-reading, holds at most `cap` bytes, discards the rest and reports the overflow,
-so there is no deadlock at any output size and nothing touches the disk.
+The pipe is sized to hold the whole cap where the kernel allows, so a tool that
+stays under its cap never waits and its output is read once, at the end, by the
+caller's thread. While a run is live the heartbeat thread pumps every active
+pipe each tick: a tool that writes more than the pipe holds is drained, never
+deadlocked; at most `cap` bytes are kept, the rest is discarded and the overflow
+reported so the run can be stopped. Nothing touches the disk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
-import select
 import threading
 from collections.abc import Callable
 
-_CHUNK = 65536
+_CHUNK = 1 << 20
+_DEFAULT_PIPE = 65536
+# Pipes above /proc/sys/fs/pipe-max-size need privileges; this is its default.
+_MAX_PIPE = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class BoundedSink:
@@ -24,27 +32,35 @@ class BoundedSink:
         self.cap = cap
         self._on_overflow = on_overflow
         self._buffer = bytearray()
+        self._lock = threading.Lock()
         self.overflowed = False
         read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_fd, False)
         self._read_fd: int | None = read_fd
+        wanted = min(max(cap + 1, _DEFAULT_PIPE), _MAX_PIPE)
+        if wanted > _DEFAULT_PIPE:
+            # Over the user's pipe budget the kernel says no: a smaller pipe is just pumped more.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(read_fd, _F_SETPIPE_SZ, wanted)
 
-    def _pump(self) -> bool:
-        """Read what is there; True at EOF. Called with the reactor lock held."""
+    def pump(self) -> None:
+        """Move whatever the pipe holds into the bounded buffer; never blocks."""
+        with self._lock:
+            self._pump_locked()
+
+    def _pump_locked(self) -> None:
         fd = self._read_fd
-        if fd is None:
-            return True
-        while True:
+        while fd is not None:
             try:
                 chunk = os.read(fd, _CHUNK)
             except BlockingIOError:
-                return False
+                return
             except OSError as exc:
                 if exc.errno == errno.EINTR:
                     continue
-                return True
+                return
             if not chunk:
-                return True
+                return
             room = self.cap - len(self._buffer)
             if room > 0:
                 self._buffer += chunk[:room]
@@ -58,80 +74,34 @@ class BoundedSink:
             os.close(self.write_fd)
             self.write_fd = -1
 
-    def _close_read_end(self) -> None:
-        if self._read_fd is not None:
-            os.close(self._read_fd)
-            self._read_fd = None
-
-    @property
-    def data(self) -> bytes:
+    def finish(self) -> bytes:
+        """Read what is still in the pipe, close both of our ends, return the kept bytes."""
+        with _active_lock:
+            _active.discard(self)
+        with self._lock:
+            self.close_write_end()
+            self._pump_locked()
+            if self._read_fd is not None:
+                os.close(self._read_fd)
+                self._read_fd = None
         return bytes(self._buffer)
 
 
-class Reactor:
-    """One daemon thread that drains every registered sink with epoll."""
-
-    def __init__(self) -> None:
-        self._epoll = select.epoll()
-        self._lock = threading.Lock()
-        self._sinks: dict[int, BoundedSink] = {}
-        self._thread: threading.Thread | None = None
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="zigclaw-pipes", daemon=True)
-            self._thread.start()
-
-    def register(self, sink: BoundedSink) -> None:
-        with self._lock:
-            assert sink._read_fd is not None
-            self._sinks[sink._read_fd] = sink
-            self._epoll.register(sink._read_fd, select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR)
-            self._ensure_thread()
-
-    def _detach(self, sink: BoundedSink) -> None:
-        fd = sink._read_fd
-        if fd is not None and self._sinks.pop(fd, None) is not None:
-            self._epoll.unregister(fd)
-
-    def finish(self, sink: BoundedSink) -> bytes:
-        """Stop watching `sink`, read whatever is still buffered in the pipe, close it."""
-        with self._lock:
-            self._detach(sink)
-            sink.close_write_end()
-            sink._pump()
-            sink._close_read_end()
-        return sink.data
-
-    def _loop(self) -> None:
-        while True:
-            try:
-                events = self._epoll.poll(1.0)
-            except InterruptedError:
-                continue
-            for fd, _mask in events:
-                with self._lock:
-                    sink = self._sinks.get(fd)
-                    if sink is not None and sink._pump():
-                        # At EOF: stop polling; the owner closes the read end in finish().
-                        self._detach(sink)
-
-
-_reactor: Reactor | None = None
-_reactor_lock = threading.Lock()
-
-
-def reactor() -> Reactor:
-    """The process-wide reactor, created on first use."""
-    global _reactor
-    with _reactor_lock:
-        if _reactor is None:
-            _reactor = Reactor()
-        return _reactor
+_active: set[BoundedSink] = set()
+_active_lock = threading.Lock()
 
 
 def capture(name: str, cap: int, on_overflow: Callable[[str], None]) -> BoundedSink:
-    """A new sink for one stream, already being drained."""
+    """A new sink for one stream, pumped by `pump_active` until `finish`."""
     sink = BoundedSink(name, cap, on_overflow)
-    reactor().register(sink)
+    with _active_lock:
+        _active.add(sink)
     return sink
+
+
+def pump_active() -> None:
+    """Drain every live sink a little; the heartbeat calls this each tick."""
+    with _active_lock:
+        sinks = list(_active)
+    for sink in sinks:
+        sink.pump()

@@ -33,7 +33,8 @@ from ..errors import (
     ZigclawError,
     first_line,
 )
-from .pipes import BoundedSink, capture, reactor
+from .heartbeat import Heartbeat
+from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
 
 WASI_MODULE = "wasi_snapshot_preview1"
@@ -88,7 +89,6 @@ WASI_FUNCTIONS = frozenset(
         "sock_shutdown",
     )
 )
-TICK_SECONDS = 0.001
 PAGE = 65536
 MAX_POLL_SUBSCRIPTIONS = 4096
 MAX_TABLE_ELEMENTS = 1_000_000
@@ -258,30 +258,11 @@ class WasiRuntime:
         )
         self._modules: dict[str, CompiledModule] = {}
         self._lock = threading.Lock()
-        self._active = 0
-        self._ticking = threading.Condition()
-        self._ticker: threading.Thread | None = None
+        self.heartbeat = Heartbeat(self._tick)
 
-    # The ticker advances the epoch only while some guest runs.
     def _tick(self) -> None:
-        while True:
-            with self._ticking:
-                while self._active == 0:
-                    self._ticking.wait()
-            self.engine.increment_epoch()
-            time.sleep(TICK_SECONDS)
-
-    def _enter(self) -> None:
-        with self._ticking:
-            self._active += 1
-            if self._ticker is None or not self._ticker.is_alive():
-                self._ticker = threading.Thread(target=self._tick, name="zigclaw-epoch", daemon=True)
-                self._ticker.start()
-            self._ticking.notify_all()
-
-    def _leave(self) -> None:
-        with self._ticking:
-            self._active -= 1
+        self.engine.increment_epoch()
+        pump_active()
 
     def compile(self, module_bytes: bytes, source: str, sha256: str | None = None) -> CompiledModule:
         """Check and compile module bytes once; later calls with the same bytes hit the cache."""
@@ -363,7 +344,7 @@ class WasiRuntime:
             memory_bytes = outcome.memory_bytes
         finally:
             store.close()  # closes the guest's ends of the pipes
-            outputs = [reactor().finish(sink) for sink in sinks]
+            outputs = [sink.finish() for sink in sinks]
         duration_ms = (time.monotonic() - started) * 1000
         for sink in sinks:
             if sink.overflowed:
@@ -409,11 +390,12 @@ class WasiRuntime:
 
     def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: _RunState) -> _Outcome:
         _current.state = state
-        self._enter()
-        instance = None
+        self.heartbeat.hold()
+        exports = None
         try:
             instance = compiled.pre.instantiate(store)
-            start = instance.exports(store)["_start"]
+            exports = instance.exports(store)
+            start = exports["_start"]
             assert isinstance(start, wasmtime.Func)
             start(store)
             code, failure = 0, None
@@ -422,11 +404,11 @@ class WasiRuntime:
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             code, failure = -1, exc
         finally:
-            self._leave()
+            self.heartbeat.release()
             _current.state = None
         memory_bytes = 0
-        if instance is not None:
-            memory = instance.exports(store).get("memory")
+        if exports is not None:
+            memory = exports.get("memory")
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
         return _Outcome(code, failure, memory_bytes)
