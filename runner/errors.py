@@ -212,6 +212,45 @@ ALL_ERRORS: tuple[type[ZigclawError], ...] = (
 )
 
 
+def wasm_failure_summary(failure: BaseException) -> str:
+    """The one line of a wasmtime error that says what went wrong.
+
+    wasmtime puts a backtrace first and the cause under "Caused by:"; the cause is the line a user needs.
+    """
+    text = str(failure)
+    lines = [line.strip() for line in text.splitlines()]
+    if "Caused by:" in lines:
+        cause = [line for line in lines[lines.index("Caused by:") + 1 :] if line]
+        if cause:
+            return first_line(cause[0])
+    return first_line(text)
+
+
+def map_wasm_failure(
+    failure: BaseException, *, instantiating: bool, near_memory_cap: bool, cap: int, stderr: bytes
+) -> ZigclawError:
+    """The named error for a guest that wasmtime stopped (not by exit, deadline or output cap).
+
+    `failure` is a wasmtime `Trap` or `WasmtimeError`; traps carry a `trap_code` enum.
+    """
+    code = getattr(getattr(failure, "trap_code", None), "name", None)
+    summary = wasm_failure_summary(failure)
+    if code == "OUT_OF_FUEL":
+        return ToolOutOfFuel("tool used up its fuel")
+    if code == "INTERRUPT":
+        return ToolTimeout("tool was interrupted at its deadline")
+    if near_memory_cap:
+        return ToolMemoryLimit(f"tool failed with its memory at the {cap}-byte cap: {summary}")
+    if code is None and ("limit" in summary or "too high" in summary):
+        return ToolMemoryLimit(f"tool needs more than its limits allow: {summary}")
+    if code is not None:
+        return ToolTrap(f"tool trapped ({code.lower()}): {summary}")
+    if instantiating:
+        return InvalidModule(f"module cannot be instantiated: {summary}")
+    excerpt = stderr[-512:].decode("utf-8", "replace").strip()
+    return ToolFailed(f"tool failed: {summary}" + (f"; stderr: {excerpt}" if excerpt else ""))
+
+
 def first_line(text: str, limit: int = 300) -> str:
     """The first non-empty line of a lower library's message, bounded for display."""
     for line in str(text).splitlines():

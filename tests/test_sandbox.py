@@ -31,6 +31,22 @@ HOSTILE = [
     ("exit_silent", {}, "ToolFailed"),
     ("say_not_json", {}, "MalformedResponse"),
     ("wrong_request_id", {}, "MalformedResponse"),
+    ("exit_zero_silent", {}, "MalformedResponse"),
+    ("start_loop", {"max_runtime_ms": 200}, "ToolTimeout"),
+    ("two_memories", {}, "ToolMemoryLimit"),
+    ("big_table", {}, "ToolMemoryLimit"),
+    ("divide_by_zero", {}, "ToolTrap"),
+    ("import_threads", {}, "InvalidModule"),
+]
+
+NOT_CORE_MODULES = [
+    # (file bytes, what the message must say)
+    (b"#!/bin/sh\necho pwned\n", "not a WebAssembly module"),
+    (b"", "not a WebAssembly module"),
+    (b"\0asm\x0d\x00\x01\x00", "component"),
+    (b"\0asm\x02\x00\x00\x00", "unsupported WebAssembly version"),
+    (b"\0asm\x01\x00\x00\x00\xff\xff", "does not compile"),
+    (b'(module (memory (export "memory") 1) (func (export "_start")))', "not a WebAssembly module"),
 ]
 
 
@@ -51,6 +67,28 @@ def test_hostile_guest_gets_its_named_error(toolbox, guest, guest_name, fields, 
     assert "\n" not in caught.value.message
     # The host is unharmed: the same runner still runs a good tool afterwards.
     assert run.run("echo", {"text": "still here"}).data == {"echo": "still here"}
+
+
+@pytest.mark.parametrize(("module", "reason"), NOT_CORE_MODULES)
+def test_a_file_that_is_not_a_core_wasm_module_is_refused_before_running(toolbox, module, reason):
+    toolbox.add_tool("notwasm", module)
+    toolbox.write_config(["notwasm"])
+    with pytest.raises(runner.InvalidModule, match=reason):
+        toolbox.runner().run("notwasm", {})
+
+
+def test_a_missing_module_file_is_invalid_module(toolbox):
+    toolbox.add_tool("ghost", None)
+    toolbox.write_config(["ghost"])
+    with pytest.raises(runner.InvalidModule, match="does not exist"):
+        toolbox.runner().run("ghost", {})
+
+
+def test_trap_message_names_the_cause_not_the_backtrace(toolbox, guest):
+    toolbox.add_tool("div", guest("divide_by_zero"))
+    toolbox.write_config(["div"])
+    with pytest.raises(runner.ToolTrap, match="integer divide by zero"):
+        toolbox.runner().run("div", {})
 
 
 def test_sleeping_guest_is_stopped_near_its_deadline_not_after_its_sleep(toolbox, guest):

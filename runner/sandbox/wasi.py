@@ -25,13 +25,10 @@ from ..errors import (
     InvalidModule,
     SandboxUnavailable,
     StreamTooLong,
-    ToolFailed,
     ToolMemoryLimit,
-    ToolOutOfFuel,
     ToolTimeout,
-    ToolTrap,
-    ZigclawError,
     first_line,
+    map_wasm_failure,
 )
 from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
@@ -356,7 +353,13 @@ class WasiRuntime:
         # When it then fails with its memory close to the cap, the cap is the cause.
         near_cap = memory_bytes + max(PAGE, limits.max_memory_bytes // 8) > limits.max_memory_bytes
         if outcome.failure is not None:
-            raise _classify(outcome.failure, near_cap, limits.max_memory_bytes, outputs[1])
+            raise map_wasm_failure(
+                outcome.failure,
+                instantiating=outcome.instantiating,
+                near_memory_cap=near_cap,
+                cap=limits.max_memory_bytes,
+                stderr=outputs[1],
+            )
         if outcome.exit_code != 0 and near_cap:
             raise ToolMemoryLimit(
                 f"tool exited with code {outcome.exit_code} with its memory at the "
@@ -393,7 +396,7 @@ class WasiRuntime:
         self.heartbeat.hold()
         exports = None
         try:
-            instance = compiled.pre.instantiate(store)
+            instance = compiled.pre.instantiate(store)  # runs the module's start function, if any
             exports = instance.exports(store)
             start = exports["_start"]
             assert isinstance(start, wasmtime.Func)
@@ -411,32 +414,15 @@ class WasiRuntime:
             memory = exports.get("memory")
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
-        return _Outcome(code, failure, memory_bytes)
+        return _Outcome(code, failure, exports is None, memory_bytes)
 
 
 @dataclass(frozen=True)
 class _Outcome:
     exit_code: int
     failure: Exception | None
+    instantiating: bool
     memory_bytes: int
-
-
-def _classify(failure: Exception, near_memory_cap: bool, cap: int, stderr: bytes) -> ZigclawError:
-    """The named error for a guest that stopped abnormally (not by exit, timeout or output cap)."""
-    code = getattr(failure, "trap_code", None)
-    if code == wasmtime.TrapCode.OUT_OF_FUEL:
-        return ToolOutOfFuel("tool used up its fuel")
-    if code == wasmtime.TrapCode.INTERRUPT:
-        return ToolTimeout("tool was interrupted at its deadline")
-    message = first_line(str(failure))
-    if near_memory_cap:
-        return ToolMemoryLimit(f"tool failed with its memory at the {cap}-byte cap: {message}")
-    if "resource limit" in message or ("memory" in message and "limit" in message):
-        return ToolMemoryLimit(f"tool exceeded a resource limit: {message}")
-    if code is not None:
-        return ToolTrap(f"tool trapped: {message}")
-    excerpt = stderr[-512:].decode("utf-8", "replace").strip()
-    return ToolFailed(f"tool failed: {message}" + (f"; stderr: {excerpt}" if excerpt else ""))
 
 
 _runtime: WasiRuntime | None = None
