@@ -76,7 +76,8 @@ def handles_errors(command: str) -> Callable[[F], F]:
 def _runner(config: str | None) -> Any:
     from .service import Runner
 
-    return Runner.from_config(config)
+    # One call per process: the guard's thread handoff costs nothing noticeable here.
+    return Runner.from_config(config, guard_blocking_calls=True)
 
 
 def _is_terminal() -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidConfig
-from .manifest import read_untrusted_file
+from .files import read_untrusted_file
 from .tomlinput import TomlInputError, parse_toml
 
 CONFIG_FILE_NAME = "zigclaw.toml"
@@ -25,6 +25,8 @@ class _Section(BaseModel):
 
 class SecurityConfig(_Section):
     workspace_root: str = "."
+    # Run guests on a worker thread the caller can give up on (see README); the CLI always does.
+    guard_blocking_calls: bool = False
 
 
 class RegistryConfig(_Section):
@@ -118,7 +120,7 @@ def load_config(path: str | Path | None = None) -> LoadedConfig:
     explicit = path is not None
     candidate = Path(path) if path is not None else Path.cwd() / CONFIG_FILE_NAME
     try:
-        data = read_untrusted_file(candidate, MAX_CONFIG_BYTES)
+        data, _ = read_untrusted_file(candidate, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if explicit:
             raise InvalidConfig(

@@ -247,8 +247,9 @@ def map_wasm_failure(
         return ToolTrap(f"tool trapped ({code.lower()}): {summary}")
     if instantiating:
         return InvalidModule(f"module cannot be instantiated: {summary}")
+    # No trap code: a host function refused the guest's call (bad arguments, say).
     excerpt = stderr[-512:].decode("utf-8", "replace").strip()
-    return ToolFailed(f"tool failed: {summary}" + (f"; stderr: {excerpt}" if excerpt else ""))
+    return ToolTrap(f"tool trapped in a host call: {summary}" + (f"; stderr: {excerpt}" if excerpt else ""))
 
 
 def first_line(text: str, limit: int = 300) -> str:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import errno
-import hashlib
-import os
-import stat
-import threading
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import InvalidManifest, ToolNotFound
+from .files import IdentityCache
 from .schema import SchemaError, SchemaValidator, check_schema, normalize_args_schema
 from .tomlinput import TomlInputError, parse_toml
 
@@ -49,9 +46,6 @@ class Manifest(BaseModel):
     args: dict[str, Any]
     output: dict[str, Any] | None = None
 
-    _args_validator: SchemaValidator = PrivateAttr()
-    _output_validator: SchemaValidator | None = PrivateAttr(default=None)
-
     @field_validator("description")
     @classmethod
     def _not_blank(cls, value: str) -> str:
@@ -84,18 +78,14 @@ class Manifest(BaseModel):
                 raise ValueError(str(exc)) from None
         return value
 
-    def model_post_init(self, __context: Any) -> None:
-        self._args_validator = SchemaValidator(self.args)
-        if self.output is not None:
-            self._output_validator = SchemaValidator(self.output)
-
-    @property
+    # Built on first use (the schemas were checked at load) and kept with the manifest.
+    @cached_property
     def args_validator(self) -> SchemaValidator:
-        return self._args_validator
+        return SchemaValidator(self.args)
 
-    @property
+    @cached_property
     def output_validator(self) -> SchemaValidator | None:
-        return self._output_validator
+        return None if self.output is None else SchemaValidator(self.output)
 
     @property
     def module_file(self) -> str:
@@ -133,42 +123,6 @@ class Manifest(BaseModel):
         return out
 
 
-def read_untrusted_file(path: Path, limit: int) -> bytes:
-    """Read a regular file of at most `limit` bytes without following a symlink at its last step.
-
-    Raises FileNotFoundError, or ValueError naming why the file is refused.
-    """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValueError("is a symbolic link; tool files must be regular files") from None
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            raise FileNotFoundError(str(path)) from None
-        raise ValueError(f"cannot be opened: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("is not a regular file")
-        if info.st_size > limit:
-            raise ValueError(f"is {info.st_size} bytes, over the {limit}-byte limit")
-        chunks: list[bytes] = []
-        remaining = limit + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise ValueError(f"is over the {limit}-byte limit")
-    return data
-
-
 def _describe_validation_error(exc: ValidationError) -> str:
     first = exc.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"]) or "(file)"
@@ -201,30 +155,19 @@ def parse_manifest(data: bytes, *, stem: str, source: str) -> Manifest:
     return manifest
 
 
-# Parsed manifests by (file, content digest): the file is read on every call, but
-# bytes already validated are not validated again. Bounded; oldest entries go first.
-_parsed: dict[tuple[str, str], Manifest] = {}
-_PARSED_MAX = 256
-_parsed_lock = threading.Lock()
+# Validated manifests, reused while their file is unchanged.
+_manifests: IdentityCache[Manifest] = IdentityCache(256)
 
 
 def load_manifest(folder: Path, tool: str) -> Manifest:
     """Load `<folder>/<tool>.toml`; ToolNotFound when absent, InvalidManifest when unusable."""
     path = folder / f"{tool}.toml"
+    source = str(path)
     try:
-        data = read_untrusted_file(path, MAX_MANIFEST_BYTES)
+        return _manifests.load(
+            path, MAX_MANIFEST_BYTES, lambda data: parse_manifest(data, stem=tool, source=source)
+        )
     except FileNotFoundError:
         raise ToolNotFound(f"no manifest for tool '{tool}' in {folder}") from None
     except ValueError as exc:
         raise InvalidManifest(f"{path}: {exc}") from None
-    key = (str(path), hashlib.sha256(data).hexdigest())
-    with _parsed_lock:
-        cached = _parsed.get(key)
-    if cached is not None:
-        return cached
-    manifest = parse_manifest(data, stem=tool, source=str(path))
-    with _parsed_lock:
-        if len(_parsed) >= _PARSED_MAX:
-            _parsed.pop(next(iter(_parsed)))
-        _parsed[key] = manifest
-    return manifest

@@ -63,18 +63,26 @@ class RunResult:
 class Runner:
     """Runs tools under one config; safe to share between threads."""
 
-    def __init__(self, loaded: LoadedConfig) -> None:
+    def __init__(self, loaded: LoadedConfig, *, guard_blocking_calls: bool | None = None) -> None:
         self.loaded = loaded
         config = loaded.config
+        self.guard_blocking_calls = (
+            config.security.guard_blocking_calls if guard_blocking_calls is None else guard_blocking_calls
+        )
         self.plugin_dir = loaded.resolve(config.tools.plugin_dir) if config.tools.plugin_dir else BUILTIN_DIR
         self.external_dir = loaded.resolve(config.tools.external_dir)
         self.workspace = loaded.resolve(config.security.workspace_root)
         self.registry = load_registry()
 
     @classmethod
-    def from_config(cls, path: str | Path | None = None) -> Runner:
-        """A runner for `path`, else ./zigclaw.toml, else the built-in defaults."""
-        return cls(load_config(path))
+    def from_config(
+        cls, path: str | Path | None = None, *, guard_blocking_calls: bool | None = None
+    ) -> Runner:
+        """A runner for `path`, else ./zigclaw.toml, else the built-in defaults.
+
+        `guard_blocking_calls` overrides `[security] guard_blocking_calls`.
+        """
+        return cls(load_config(path), guard_blocking_calls=guard_blocking_calls)
 
     # --- policy -------------------------------------------------------------------------
 
@@ -206,6 +214,7 @@ class Runner:
                 max_stderr_bytes=manifest.max_stderr_bytes,
             ),
             stdin=stdin,
+            guard_blocking_calls=self.guard_blocking_calls,
         )
         outcome = runtime().run(plan)
         return _result(tool, manifest, request_id, outcome, tuple(decisions))
@@ -245,8 +254,8 @@ class Runner:
                     f"/write/{name} twice or ambiguously"
                 )
             names.add(name)
-            writes.append((raw, os.fspath(resolved.resolve())))
-        return policy.plan_mounts(os.fspath(workspace.resolve()), writes)
+            writes.append((raw, os.path.normpath(resolved)))
+        return policy.plan_mounts(os.path.normpath(workspace), writes)
 
 
 def _raise_if_denied(decision: Decision, tool: str) -> None:

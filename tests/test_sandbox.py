@@ -211,3 +211,73 @@ def test_two_threads_run_guests_concurrently_with_their_own_limits(toolbox, gues
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["ToolTimeout", "x"]
+
+
+def test_guest_blocked_on_a_fifo_in_its_workspace_is_abandoned_at_its_deadline(guest, tmp_path):
+    # A read from a FIFO blocks inside a host call, where the epoch cannot reach.
+    import hashlib
+
+    from runner.policy import Mount
+    from runner.sandbox.plan import Limits, RunPlan
+    from runner.sandbox.wasi import runtime
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    os.mkfifo(workspace / "pipe")
+    module = guest("probe")
+    plan = RunPlan(
+        tool="probe",
+        module_path=Path("probe.wasm"),
+        module_bytes=module,
+        module_sha256=hashlib.sha256(module).hexdigest(),
+        mounts=(Mount(str(workspace), "/workspace", True),),
+        limits=Limits(200, 10**10, 64 << 20, 65536, 65536),
+        stdin=b"read /workspace/pipe",
+        guard_blocking_calls=True,
+    )
+    with pytest.raises(runner.ToolTimeout, match="blocked in a host call"):
+        runtime().run(plan)
+    # Unblock the abandoned worker so it can clean up behind us.
+    with open(workspace / "pipe", "wb"):
+        pass
+
+
+
+def test_cli_gives_up_on_a_guest_blocked_on_a_fifo(guest, toolbox):
+    import json
+    import subprocess
+    import sys
+
+    os.mkfifo(toolbox.workspace / "pipe")
+    toolbox.add_tool("fifo", guest("read_fifo"), max_runtime_ms=200)
+    toolbox.write_config(["fifo"])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    command = [sys.executable, "-m", "runner", "tools", "run", "fifo", "--json"]
+    done = subprocess.run(
+        [*command, "--config", str(toolbox.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["error"] == "ToolTimeout"
+    assert "blocked in a host call" in reply["message"]
+
+
+def test_config_key_guards_api_runs_against_blocking_host_calls(guest, toolbox):
+    os.mkfifo(toolbox.workspace / "pipe")
+    toolbox.add_tool("fifo", guest("read_fifo"), max_runtime_ms=200)
+    toolbox.write_config(["fifo"], extra="")
+    text = toolbox.config_path.read_text().replace("[security]\n", "[security]\nguard_blocking_calls = true\n")
+    toolbox.config_path.write_text(text)
+    run = toolbox.runner()
+    assert run.guard_blocking_calls is True
+    try:
+        with pytest.raises(runner.ToolTimeout, match="blocked in a host call"):
+            run.run("fifo", {})
+    finally:
+        # Unblock the abandoned worker so it can finish and clean up.
+        with open(toolbox.workspace / "pipe", "wb"):
+            pass

@@ -37,7 +37,8 @@ class BoundedSink:
         read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_fd, False)
         self._read_fd: int | None = read_fd
-        wanted = min(max(cap + 1, _DEFAULT_PIPE), _MAX_PIPE)
+        # Up to 64 KiB the default pipe holds the whole cap; one byte more waits a tick.
+        wanted = min(max(cap, _DEFAULT_PIPE), _MAX_PIPE)
         if wanted > _DEFAULT_PIPE:
             # Over the user's pipe budget the kernel says no: a smaller pipe is just pumped more.
             with contextlib.suppress(OSError):

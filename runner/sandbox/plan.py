@@ -31,6 +31,9 @@ class RunPlan:
     mounts: Sequence[Mount]
     limits: Limits
     stdin: bytes
+    # Run on a worker thread and give up on it at the deadline (plus a grace period)
+    # even if the guest is stuck in a blocking host call, at the cost of a thread handoff.
+    guard_blocking_calls: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from ..errors import (
 from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
+from .workers import WorkerPool, WorkerTimeout
 
 WASI_MODULE = "wasi_snapshot_preview1"
 # The preview 1 functions a guest may import; anything else is refused before it runs.
@@ -89,6 +90,8 @@ WASI_FUNCTIONS = frozenset(
 PAGE = 65536
 MAX_POLL_SUBSCRIPTIONS = 4096
 MAX_TABLE_ELEMENTS = 1_000_000
+# How long past its deadline a guest stuck in a host call is waited for.
+BLOCKED_GRACE_SECONDS = 0.5
 _WASM_MAGIC = b"\0asm"
 _CORE_VERSION = b"\x01\x00\x00\x00"
 
@@ -256,6 +259,7 @@ class WasiRuntime:
         self._modules: dict[str, CompiledModule] = {}
         self._lock = threading.Lock()
         self.heartbeat = Heartbeat(self._tick)
+        self.workers = WorkerPool()
 
     def _tick(self) -> None:
         self.engine.increment_epoch()
@@ -316,6 +320,20 @@ class WasiRuntime:
                 f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
                 f"over the {limits.max_memory_bytes}-byte cap"
             )
+        if not plan.guard_blocking_calls:
+            return self._run(plan, compiled)
+        bound = limits.max_runtime_ms / 1000 + BLOCKED_GRACE_SECONDS
+        try:
+            return self.workers.call(lambda: self._run(plan, compiled), timeout=bound)
+        except WorkerTimeout:
+            raise ToolTimeout(
+                f"tool stayed blocked in a host call past its {limits.max_runtime_ms} ms limit; "
+                "it was abandoned",
+                hint="a tool can block on a FIFO or a hung file system in its mounts.",
+            ) from None
+
+    def _run(self, plan: RunPlan, compiled: CompiledModule) -> SandboxResult:
+        limits = plan.limits
         started = time.monotonic()
         state = _RunState(started + limits.max_runtime_ms / 1000)
         sinks: list[BoundedSink] = []
@@ -410,7 +428,7 @@ class WasiRuntime:
             self.heartbeat.release()
             _current.state = None
         memory_bytes = 0
-        if exports is not None:
+        if exports is not None and (failure is not None or code != 0):  # only a failure asks why
             memory = exports.get("memory")
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
