@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import InvalidConfig
 from .files import read_untrusted_file
-from .tomlinput import TomlInputError, parse_toml
+from .tomlinput import load_model
 
 CONFIG_FILE_NAME = "zigclaw.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -96,22 +96,9 @@ class Warning_:
     message: str
 
 
-def _describe(exc: ValidationError) -> str:
-    first = exc.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"{where}: {first['msg']}"
-
-
 def parse_config(data: bytes, *, source: str, base_dir: Path) -> LoadedConfig:
     """Validate config bytes; wrong types and bad TOML are InvalidConfig, unknown keys are not."""
-    try:
-        raw = parse_toml(data)
-    except TomlInputError as exc:
-        raise InvalidConfig(f"{source}: {exc}") from None
-    try:
-        config = Config.model_validate(raw)
-    except ValidationError as exc:
-        raise InvalidConfig(f"{source}: {_describe(exc)}") from None
+    config, raw = load_model(data, Config, source=source, error=InvalidConfig)
     return LoadedConfig(config=config, base_dir=base_dir, source=Path(source), raw=raw)
 
 

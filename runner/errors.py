@@ -212,6 +212,21 @@ ALL_ERRORS: tuple[type[ZigclawError], ...] = (
 )
 
 
+def describe_validation_error(exc: Any) -> str:
+    """One line for a pydantic ValidationError: the key path of the first problem, and the problem."""
+    problems = exc.errors(include_url=False)
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(file)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    more = len(problems) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{where}: {message}{suffix}"
+
+
 def wasm_failure_summary(failure: BaseException) -> str:
     """The one line of a wasmtime error that says what went wrong.
 

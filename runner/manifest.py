@@ -6,12 +6,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InvalidManifest, ToolNotFound
 from .files import IdentityCache
 from .schema import SchemaError, SchemaValidator, check_schema, normalize_args_schema
-from .tomlinput import TomlInputError, parse_toml
+from .tomlinput import load_model
 
 MAX_MANIFEST_BYTES = 256 * 1024
 TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -123,31 +123,9 @@ class Manifest(BaseModel):
         return out
 
 
-def _describe_validation_error(exc: ValidationError) -> str:
-    first = exc.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(file)"
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif first["type"] == "missing":
-        message = "required key is missing"
-    more = len(exc.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{where}: {message}{suffix}"
-
-
 def parse_manifest(data: bytes, *, stem: str, source: str) -> Manifest:
     """Validate manifest bytes that claim to be `<stem>.toml`; `source` names the file in errors."""
-    try:
-        raw = parse_toml(data)
-    except TomlInputError as exc:
-        raise InvalidManifest(f"{source}: {exc}") from None
-    try:
-        manifest = Manifest.model_validate(raw)
-    except ValidationError as exc:
-        raise InvalidManifest(f"{source}: {_describe_validation_error(exc)}") from None
-    except RecursionError:
-        raise InvalidManifest(f"{source}: args: nested too deeply") from None
+    manifest, _ = load_model(data, Manifest, source=source, error=InvalidManifest)
     if manifest.tool_name != stem:
         raise InvalidManifest(
             f"{source}: tool_name: '{manifest.tool_name}' does not match the file name '{stem}.toml'"

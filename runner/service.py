@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,8 +307,3 @@ def _result(
         fuel_used=outcome.fuel_used,
         decisions=decisions,
     )
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON as zigclaw printed it."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ZigclawError, describe_validation_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -12,6 +16,8 @@ else:  # pragma: no cover - exercised only on Python 3.10
 
 # tomllib's cost grows with the square of a dotted key's length; no real manifest
 # or config needs keys this deep, so longer ones are refused before parsing.
+M = TypeVar("M", bound=BaseModel)
+
 MAX_KEY_PARTS = 32
 # Characters that end a dotted key (or a float) outside strings and comments.
 _KEY_ENDS = frozenset("=[]{},\n")
@@ -84,3 +90,19 @@ def parse_toml(data: bytes) -> dict[str, Any]:
         raise TomlInputError(f"invalid TOML: {exc}") from None
     except RecursionError:
         raise TomlInputError("invalid TOML: nested too deeply") from None
+
+
+def load_model(
+    data: bytes, model: type[M], *, source: str, error: type[ZigclawError]
+) -> tuple[M, dict[str, Any]]:
+    """Parse TOML bytes into `model`; every problem becomes `error` naming `source`, the key and why."""
+    try:
+        raw = parse_toml(data)
+    except TomlInputError as exc:
+        raise error(f"{source}: {exc}") from None
+    try:
+        return model.model_validate(raw), raw
+    except ValidationError as exc:
+        raise error(f"{source}: {describe_validation_error(exc)}") from None
+    except RecursionError:
+        raise error(f"{source}: nested too deeply") from None
