@@ -269,9 +269,9 @@ def test_cli_gives_up_on_a_guest_blocked_on_a_fifo(guest, toolbox):
 def test_config_key_guards_api_runs_against_blocking_host_calls(guest, toolbox):
     os.mkfifo(toolbox.workspace / "pipe")
     toolbox.add_tool("fifo", guest("read_fifo"), max_runtime_ms=200)
-    toolbox.write_config(["fifo"], extra="")
-    text = toolbox.config_path.read_text().replace("[security]\n", "[security]\nguard_blocking_calls = true\n")
-    toolbox.config_path.write_text(text)
+    toolbox.write_config(["fifo"])
+    text = toolbox.config_path.read_text()
+    toolbox.config_path.write_text(text.replace("[security]\n", "[security]\nguard_blocking_calls = true\n"))
     run = toolbox.runner()
     assert run.guard_blocking_calls is True
     try:

@@ -339,8 +339,11 @@ class WasiRuntime:
         sinks: list[BoundedSink] = []
         store = wasmtime.Store(self.engine)
         try:
-            sinks.append(capture("stdout", limits.max_stdout_bytes, state.request_stop))
-            sinks.append(capture("stderr", limits.max_stderr_bytes, state.request_stop))
+            try:
+                sinks.append(capture("stdout", limits.max_stdout_bytes, state.request_stop))
+                sinks.append(capture("stderr", limits.max_stderr_bytes, state.request_stop))
+            except OSError as exc:  # out of file descriptors, most likely
+                raise SandboxUnavailable(f"cannot create output pipes: {exc.strerror}") from None
             store.set_fuel(limits.max_fuel)
             store.set_limits(
                 memory_size=limits.max_memory_bytes,
