@@ -37,6 +37,10 @@ HOSTILE = [
     ("big_table", {}, "ToolMemoryLimit"),
     ("divide_by_zero", {}, "ToolTrap"),
     ("import_threads", {}, "InvalidModule"),
+    ("flood_forever", {}, "StreamTooLong"),
+    ("flood_iovecs", {}, "StreamTooLong"),
+    ("say_invalid_utf8", {}, "MalformedResponse"),
+    ("say_deep_json", {"max_stdout_bytes": 65536}, "MalformedResponse"),
 ]
 
 NOT_CORE_MODULES = [
@@ -240,7 +244,6 @@ def test_guest_blocked_on_a_fifo_in_its_workspace_is_abandoned_at_its_deadline(g
     # Unblock the abandoned worker so it can clean up behind us.
     with open(workspace / "pipe", "wb"):
         pass
-
 
 
 def test_cli_gives_up_on_a_guest_blocked_on_a_fifo(guest, toolbox):
