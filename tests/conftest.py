@@ -77,10 +77,10 @@ class ToolBox:
         self.external.mkdir()
         self.config_path = root / "zigclaw.toml"
 
-    def add_tool(self, name: str, module: bytes | None, *, args: str | None = None, **fields: Any) -> Path:
-        """Write <name>.wasm (when given) and <name>.toml into the external folder."""
-        if module is not None:
-            (self.external / fields.get("module", f"{name}.wasm")).write_bytes(module)
+    def add_tool(self, name: str, wasm: bytes | None, *, args: str | None = None, **fields: Any) -> Path:
+        """Write the module (<name>.wasm, or the manifest's `module`) when given, and <name>.toml."""
+        if wasm is not None:
+            (self.external / fields.get("module", f"{name}.wasm")).write_bytes(wasm)
         manifest = {
             "tool_name": name,
             "version": "1.0.0",
