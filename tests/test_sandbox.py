@@ -33,7 +33,8 @@ HOSTILE = [
     ("wrong_request_id", {}, "MalformedResponse"),
     ("exit_zero_silent", {}, "MalformedResponse"),
     ("start_loop", {"max_runtime_ms": 200}, "ToolTimeout"),
-    ("two_memories", {}, "ToolMemoryLimit"),
+    ("two_memories", {}, "InvalidModule"),
+    ("memory64", {}, "InvalidModule"),
     ("big_table", {}, "ToolMemoryLimit"),
     ("divide_by_zero", {}, "ToolTrap"),
     ("import_threads", {}, "InvalidModule"),
@@ -284,3 +285,35 @@ def test_config_key_guards_api_runs_against_blocking_host_calls(guest, toolbox):
         # Unblock the abandoned worker so it can finish and clean up.
         with open(toolbox.workspace / "pipe", "wb"):
             pass
+
+
+def test_deep_recursion_from_a_small_stack_thread_is_a_trap_not_a_crash(toolbox, guest):
+    # In a subprocess: if the guard failed, the process would die with SIGSEGV.
+    import subprocess
+    import sys
+    import textwrap
+
+    toolbox.add_tool("rec", guest("recurse"))
+    toolbox.write_config(["rec"])
+    script = textwrap.dedent(
+        f"""
+        import threading
+        from runner import Runner, ZigclawError
+        runner = Runner.from_config({str(toolbox.config_path)!r}, guard_blocking_calls=False)
+        outcome = []
+        def call():
+            try:
+                runner.run("rec", {{}})
+            except ZigclawError as exc:
+                outcome.append(exc.name)
+        threading.stack_size(256 * 1024)
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join()
+        print(outcome[0])
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ToolTrap"

@@ -33,6 +33,7 @@ from ..errors import (
 from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
+from .stack import has_room_for_wasm
 from .workers import WorkerPool, WorkerTimeout
 
 WASI_MODULE = "wasi_snapshot_preview1"
@@ -90,6 +91,18 @@ WASI_FUNCTIONS = frozenset(
 PAGE = 65536
 MAX_POLL_SUBSCRIPTIONS = 4096
 MAX_TABLE_ELEMENTS = 1_000_000
+_DISABLED_FEATURES = (
+    "wasm_threads",
+    "shared_memory",
+    "wasm_gc",
+    "gc_support",
+    "wasm_function_references",
+    "wasm_exceptions",
+    "wasm_stack_switching",
+    "wasm_component_model",
+    "wasm_memory64",
+    "wasm_multi_memory",
+)
 # How long past its deadline a guest stuck in a host call is waited for.
 BLOCKED_GRACE_SECONDS = 0.5
 _WASM_MAGIC = b"\0asm"
@@ -243,7 +256,10 @@ class WasiRuntime:
         config = wasmtime.Config()
         config.consume_fuel = True
         config.epoch_interruption = True
-        config.wasm_threads = False
+        # WASI preview 1 tools need none of these; each one off is attack surface gone,
+        # and a module that uses one is refused at compile time.
+        for feature in _DISABLED_FEATURES:
+            setattr(config, feature, False)
         self.engine = wasmtime.Engine(config)
         self.linker = wasmtime.Linker(self.engine)
         self.linker.define_wasi()
@@ -320,7 +336,7 @@ class WasiRuntime:
                 f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
                 f"over the {limits.max_memory_bytes}-byte cap"
             )
-        if not plan.guard_blocking_calls:
+        if not plan.guard_blocking_calls and has_room_for_wasm():
             return self._run(plan, compiled)
         bound = limits.max_runtime_ms / 1000 + BLOCKED_GRACE_SECONDS
         try:
