@@ -106,10 +106,16 @@ def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None
     runner = _runner(config)
     entries = runner.tools()
     if as_json or not _is_terminal():
-        _emit({"tools": sorted({entry.name for entry in entries})})
+        _emit({"tools": sorted({entry.name for entry in entries if entry.runnable_name})})
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from .errors import printable
+
+    def cell(text: str) -> str:
+        return escape(printable(text))
 
     active = runner.active_preset()
     table = Table("tool", "origin", "version", "policy", "status")
@@ -119,7 +125,7 @@ def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None
         verdict = "allowed" if denied is None else denied.reason
         version = entry.manifest.version if entry.manifest else "-"
         status = "ok" if entry.error is None else f"invalid: {entry.error.message}"
-        table.add_row(entry.name, entry.origin, version, verdict, status)
+        table.add_row(*(cell(text) for text in (entry.name, entry.origin, version, verdict, status)))
     Console().print(table)
 
 
@@ -159,8 +165,10 @@ def config_validate(config: ConfigOption = None, as_json: JsonOption = False) ->
             }
         )
         return
+    from .errors import printable
+
     for warning in warnings:
-        sys.stderr.write(f"warning: {warning.key_path}: {warning.message}\n")
+        sys.stderr.write(f"warning: {printable(warning.key_path)}: {printable(warning.message)}\n")
     sys.stdout.write(f"ok: {len(warnings)} warning(s); policy_hash {runner.policy_hash()}\n")
 
 
@@ -186,11 +194,21 @@ def policy_explain(
 
 def run() -> None:
     """Console-script entry point."""
+    # Started with stdout or stderr closed: write into the void rather than crash.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("error: Interrupted\n")
         sys.exit(130)
+    except BrokenPipeError:
+        # stdout was closed under us (`| head`, `>&-`): nothing more can be said there.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

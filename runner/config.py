@@ -107,7 +107,8 @@ def load_config(path: str | Path | None = None) -> LoadedConfig:
     explicit = path is not None
     candidate = Path(path) if path is not None else Path.cwd() / CONFIG_FILE_NAME
     try:
-        data, _ = read_untrusted_file(candidate, MAX_CONFIG_BYTES)
+        # The config is the operator's own file: a symlink to it is fine.
+        data, _ = read_untrusted_file(candidate, MAX_CONFIG_BYTES, follow_symlinks=True)
     except FileNotFoundError:
         if explicit:
             raise InvalidConfig(
@@ -134,10 +135,19 @@ def _levenshtein(a: str, b: str) -> int:
     return previous[-1]
 
 
+# Suggestions are for typos in key and preset names; longer words are not compared
+# (the edit distance costs the product of both lengths).
+MAX_SUGGEST_LENGTH = 64
+
+
 def suggest(word: str, known: Iterable[str], max_distance: int = 2) -> str | None:
     """The closest known word within `max_distance` edits, first one wins on a tie."""
+    if len(word) > MAX_SUGGEST_LENGTH:
+        return None
     best: tuple[int, str] | None = None
     for candidate in known:
+        if abs(len(candidate) - len(word)) > max_distance:
+            continue
         distance = _levenshtein(word, candidate)
         if distance <= max_distance and (best is None or distance < best[0]):
             best = (distance, candidate)

@@ -17,9 +17,11 @@ class ZigclawError(Exception):
     default_hint: ClassVar[str | None] = None
 
     def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
-        # One line only: messages end up in one-line JSON and terminal output.
-        self.message = " ".join(str(message).split())
-        self.hint = hint if hint is not None else self.default_hint
+        # One line, no control characters: messages quote tool output and file contents,
+        # and end up in one-line JSON and on terminals.
+        self.message = printable(" ".join(str(message).split()))
+        hint = hint if hint is not None else self.default_hint
+        self.hint = None if hint is None else printable(hint)
         self.details = details
         super().__init__(self.message)
 
@@ -265,6 +267,24 @@ def map_wasm_failure(
     # No trap code: a host function refused the guest's call (bad arguments, say).
     excerpt = stderr[-512:].decode("utf-8", "replace").strip()
     return ToolTrap(f"tool trapped in a host call: {summary}" + (f"; stderr: {excerpt}" if excerpt else ""))
+
+
+def printable(text: str) -> str:
+    """`text` with every non-printable character (controls, format marks, surrogates) escaped.
+
+    Anything a tool or a tool folder supplies can hold terminal escape sequences or
+    bidirectional overrides.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def first_line(text: str, limit: int = 300) -> str:

@@ -10,41 +10,58 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from .errors import SandboxUnavailable
+
 T = TypeVar("T")
 
 
-def read_untrusted_file(path: Path | str, limit: int) -> tuple[bytes, os.stat_result]:
-    """Read a regular file of at most `limit` bytes, not following a symlink at its last step.
+# The host, not the file, is at fault: these are reported as such.
+_HOST_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+
+
+def read_untrusted_file(
+    path: Path | str, limit: int, *, follow_symlinks: bool = False
+) -> tuple[bytes, os.stat_result]:
+    """Read a regular file of at most `limit` bytes, by default not through a final symlink.
 
     Returns the bytes and the stat of the very file they were read from. Raises
-    FileNotFoundError, or ValueError naming why the file is refused.
+    FileNotFoundError, SandboxUnavailable when the host is out of descriptors or
+    memory, or ValueError naming why the file is refused.
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
             raise ValueError("is a symbolic link; tool files must be regular files") from None
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             raise FileNotFoundError(str(path)) from None
+        if exc.errno in _HOST_ERRNOS:
+            raise SandboxUnavailable(f"cannot open {path}: {exc.strerror}") from None
         raise ValueError(f"cannot be opened: {exc.strerror}") from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("is not a regular file")
-        if info.st_size > limit:
-            raise ValueError(f"is {info.st_size} bytes, over the {limit}-byte limit")
-        chunks: list[bytes] = []
-        remaining = limit + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
+        return _read_open_file(fd, limit)
+    except OSError as exc:  # EIO, EISDIR from odd files such as /proc entries
+        raise ValueError(f"cannot be read: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def _read_open_file(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("is not a regular file")
+    if info.st_size > limit:
+        raise ValueError(f"is {info.st_size} bytes, over the {limit}-byte limit")
+    chunks: list[bytes] = []
+    remaining = limit + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    data = b"".join(chunks)
     if len(data) > limit:
         raise ValueError(f"is over the {limit}-byte limit")
     return data, info

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +117,30 @@ def write_mount_name(path: str) -> str:
     return posixpath.basename(path.rstrip("/")) or path
 
 
+def check_write_path(
+    raw: str, real: str, *, exists: bool, taken: Collection[str], protected: Sequence[tuple[str, str]]
+) -> Decision:
+    """Whether one write path may be mounted read-write at /write/<name>.
+
+    `real` is the path with symlinks resolved; `protected` names real paths a tool
+    must never be able to change (the config, the tool folders, the runner itself).
+    """
+    category = "tool.write_path"
+    name = write_mount_name(raw)
+    if not exists:
+        return Decision(category, False, f"write path '{raw}' is not an existing folder")
+    if posixpath.dirname(real) == real:
+        return Decision(category, False, f"write path '{raw}' is the root of the file system")
+    if name in ("", ".", "..", "/") or "/" in name:
+        return Decision(category, False, f"write path '{raw}' has no usable name for /write/<name>")
+    if name in taken:
+        return Decision(category, False, f"write path '{raw}' would be mounted at /write/{name} twice")
+    for label, path in protected:
+        if path == real or path.startswith(real.rstrip("/") + "/"):
+            return Decision(category, False, f"write path '{raw}' contains {label} ({path})")
+    return Decision(category, True, f"write path '{raw}' mounted at /write/{name}")
+
+
 def plan_mounts(workspace_host: str, write_hosts: Sequence[tuple[str, str]]) -> list[Mount]:
     """The workspace read-only at /workspace, then each (raw, resolved) write path at /write/<name>."""
     mounts = [Mount(workspace_host, WORKSPACE_GUEST, True)]
@@ -147,9 +171,15 @@ def _escapes(path: str) -> bool:
     return path.startswith("/") or ".." in path.split("/")
 
 
-def explain_mount(workspace_root: str, active: ActivePreset, path: str) -> dict[str, Any]:
-    """Whether `path` is visible to a tool, where, and how: zigclaw's `policy explain --mount` JSON."""
+def explain_mount(
+    workspace_root: str, active: ActivePreset, path: str, refused: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Whether `path` is visible to a tool, where, and how: zigclaw's `policy explain --mount` JSON.
+
+    `refused` maps write paths that `check_write_path` refused to the reason.
+    """
     result: dict[str, Any] = {"mount": path}
+    refused = refused or {}
     cleaned = _clean(path)
     if not cleaned:
         decision = Decision("tool.mount", False, "denied: empty mount path")
@@ -157,6 +187,9 @@ def explain_mount(workspace_root: str, active: ActivePreset, path: str) -> dict[
     for write_path in active.write_paths:
         root = _clean(write_path)
         if cleaned == root or cleaned.startswith(root + "/"):
+            if write_path in refused:
+                decision = Decision("tool.mount", False, f"denied: {refused[write_path]}")
+                return _mount_json(result, decision, workspace_root, active, None, None)
             rest = cleaned[len(root) :]
             if ".." in rest.split("/"):
                 continue

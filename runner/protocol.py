@@ -47,9 +47,36 @@ class Response:
     @property
     def data(self) -> Any:
         try:
-            return json.loads(self.data_json)
+            value = json.loads(self.data_json, parse_constant=_not_json)
+            _check_unicode(value)
         except (ValueError, RecursionError):
             return self.data_json
+        return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("an object repeats a key")
+    return obj
+
+
+def _check_unicode(value: Any) -> None:
+    """Raise ValueError if any string in `value` holds a lone surrogate (not encodable as UTF-8)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")  # UnicodeEncodeError is a ValueError
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _field(obj: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
@@ -73,7 +100,7 @@ def decode_response(raw: bytes, request_id: str) -> Response:
     except UnicodeDecodeError as exc:
         raise MalformedResponse(f"response is not valid UTF-8 (byte {exc.start})") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique_keys)
     except ValueError as exc:
         raise MalformedResponse(f"response is not JSON: {exc}") from None
     except RecursionError:
@@ -86,10 +113,15 @@ def decode_response(raw: bytes, request_id: str) -> Response:
     answered = _field(obj, "request_id", str)
     if answered != request_id:
         raise MalformedResponse("response request_id does not match the request")
-    return Response(
+    response = Response(
         request_id=answered,
         ok=_field(obj, "ok", bool),
         data_json=_field(obj, "data_json", str, ""),
         stdout=_field(obj, "stdout", str, ""),
         stderr=_field(obj, "stderr", str, ""),
     )
+    try:
+        _check_unicode([response.data_json, response.stdout, response.stderr])
+    except ValueError:
+        raise MalformedResponse("response holds a lone surrogate (\\ud800-\\udfff), not text") from None
+    return response

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ZigclawError
-from .manifest import Manifest, load_manifest
+from .errors import InvalidToolName, ZigclawError
+from .manifest import TOOL_NAME_PATTERN, Manifest, load_manifest
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "_builtin"
 REGISTRY_FILE = "registry.json"
 
 ORIGIN_BUILTIN = "built-in"
 ORIGIN_EXTERNAL = "external"
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,11 @@ class ToolEntry:
     manifest: Manifest | None
     error: ZigclawError | None
 
+    @property
+    def runnable_name(self) -> bool:
+        """Whether `tools run` could ever accept this name (`Foo.toml` never runs as `Foo`)."""
+        return _TOOL_NAME.fullmatch(self.name) is not None
+
 
 def manifest_stems(folder: Path) -> list[str]:
     """Stems of the `*.toml` files directly in `folder` (none if it does not exist)."""
@@ -80,10 +87,14 @@ def discover(plugin_dir: Path, external_dir: Path) -> list[ToolEntry]:
         for name in manifest_stems(folder):
             if (name in builtins) != (origin == ORIGIN_BUILTIN):
                 continue  # built-ins load only from plugin_dir, externals only from external_dir
-            try:
-                manifest: Manifest | None = load_manifest(folder, name)
-                error = None
-            except ZigclawError as exc:
-                manifest, error = None, exc
+            manifest: Manifest | None = None
+            error: ZigclawError | None = None
+            if _TOOL_NAME.fullmatch(name) is None:
+                error = InvalidToolName(f"file name '{name}.toml' is not a valid tool name")
+            else:
+                try:
+                    manifest = load_manifest(folder, name)
+                except ZigclawError as exc:
+                    error = exc
             found.append(ToolEntry(name, origin, folder, manifest, error))
     return sorted(found, key=lambda entry: entry.name)

@@ -116,6 +116,8 @@ class Runner:
         """zigclaw's `policy explain --tool` JSON: the first denial, else the preset's allowance."""
         active = self.active_preset(preset)
         decisions = self.static_decisions(tool, active)
+        if all(d.allowed for d in decisions):
+            decisions.append(self._manifest_decision(tool, active))
         denied = next((d for d in decisions if not d.allowed), None)
         shown = denied or next(d for d in decisions if d.category == "tool.allow")
         return {
@@ -125,11 +127,20 @@ class Runner:
             "policy_hash": policy.policy_hash(self.loaded.config.security.workspace_root, active),
         }
 
+    def _manifest_decision(self, tool: str, active: ActivePreset) -> Decision:
+        """Whether the tool's manifest loads and its network needs fit the preset (for explain)."""
+        try:
+            manifest = load_manifest(self.folder_for(tool), tool)
+        except ZigclawError as exc:
+            return Decision("tool.manifest", False, f"denied: {exc.name}: {exc.message}")
+        return policy.network_gate(active, manifest.requires_network)
+
     def explain_mount(self, path: str, preset: str | None = None) -> dict[str, Any]:
         """zigclaw's `policy explain --mount` JSON."""
-        return policy.explain_mount(
-            self.loaded.config.security.workspace_root, self.active_preset(preset), path
-        )
+        active = self.active_preset(preset)
+        decisions = self.write_path_decisions(active, require_existing=False)
+        refused = {raw: d.reason for raw, d in decisions if not d.allowed}
+        return policy.explain_mount(self.loaded.config.security.workspace_root, active, path, refused)
 
     # --- tools --------------------------------------------------------------------------
 
@@ -146,12 +157,37 @@ class Runner:
         return load_manifest(self.folder_for(tool), tool).describe()
 
     def validate_config(self) -> list[Warning_]:
-        """Every `config validate` warning."""
+        """Every `config validate` warning: SPEC 3's, then what would fail or surprise at run time."""
+        entries = self.tools()
         network = {name for name, entry in self.registry.items() if entry.requires_network}
-        for entry in self.tools():
-            if entry.manifest is not None and entry.manifest.requires_network:
-                network.add(entry.name)
-        return validation_warnings(self.loaded, self.registry, network)
+        network |= {e.name for e in entries if e.manifest is not None and e.manifest.requires_network}
+        warnings = validation_warnings(self.loaded, self.registry, network)
+        config = self.loaded.config
+        if not self.workspace.is_dir():
+            warnings.append(
+                Warning_("security.workspace_root", f"'{self.workspace}' is not an existing folder")
+            )
+        if config.tools.filter.external_allow_list and not config.tools.filter.allow_external:
+            warnings.append(
+                Warning_(
+                    "tools.filter.external_allow_list",
+                    "has no effect while tools.filter.allow_external = false",
+                )
+            )
+        known = set(self.registry) | {entry.name for entry in entries}
+        for name in sorted(config.capabilities.presets):
+            active = self.active_preset(name)
+            for tool in active.tools:
+                if tool not in known:
+                    warnings.append(
+                        Warning_(f"capabilities.presets.{name}.tools", f"'{tool}' is not a known tool")
+                    )
+            for _raw, decision in self.write_path_decisions(active):
+                if not decision.allowed:
+                    warnings.append(
+                        Warning_(f"capabilities.presets.{name}.allow_write_paths", decision.reason)
+                    )
+        return warnings
 
     # --- one call -------------------------------------------------------------------------
 
@@ -229,8 +265,45 @@ class Runner:
         if abi_fingerprint(manifest.args) != entry.abi:
             raise ToolAbiMismatch(f"args schema of '{tool}' does not match the registry fingerprint")
 
+    def _protected_paths(self) -> list[tuple[str, str]]:
+        """Real paths no write mount may contain: a tool could rewrite its own policy or code."""
+        import sys
+
+        places = [
+            ("the config file", self.loaded.source),
+            ("the external tools folder", self.external_dir),
+            ("the built-in tools folder", self.plugin_dir),
+            ("the zigclaw package", Path(__file__).parent),
+            ("the Python installation", Path(sys.prefix)),
+        ]
+        return [(label, os.path.realpath(path)) for label, path in places if path is not None]
+
+    def write_path_decisions(
+        self, active: ActivePreset, *, require_existing: bool = True
+    ) -> list[tuple[str, Decision]]:
+        """Each of the preset's write paths with the decision on mounting it.
+
+        `policy explain` passes require_existing=False: a folder made later is fine.
+        """
+        protected = self._protected_paths()
+        taken: set[str] = set()
+        out: list[tuple[str, Decision]] = []
+        for raw in active.write_paths:
+            resolved = self.loaded.resolve(raw)
+            decision = policy.check_write_path(
+                raw,
+                os.path.realpath(resolved),
+                exists=resolved.is_dir() or not require_existing,
+                taken=taken,
+                protected=protected,
+            )
+            if decision.allowed:
+                taken.add(policy.write_mount_name(raw))
+            out.append((raw, decision))
+        return out
+
     def _mounts(self, active: ActivePreset) -> list[Mount]:
-        """The workspace and the preset's write paths, each checked to be an existing folder."""
+        """The workspace and the preset's write paths, each checked by `policy.check_write_path`."""
         workspace = self.workspace
         if not workspace.is_dir():
             raise InvalidConfig(
@@ -238,22 +311,13 @@ class Runner:
                 hint="create the folder or fix security.workspace_root in zigclaw.toml.",
             )
         writes: list[tuple[str, str]] = []
-        names: set[str] = set()
-        for raw in active.write_paths:
-            resolved = self.loaded.resolve(raw)
-            name = policy.write_mount_name(raw)
-            if not resolved.is_dir():
+        for raw, decision in self.write_path_decisions(active):
+            if not decision.allowed:
                 raise InvalidConfig(
-                    f"write path {raw} of preset '{active.name}' is not an existing folder",
-                    hint="create the folder or remove it from allow_write_paths.",
+                    f"preset '{active.name}': {decision.reason}",
+                    hint="fix allow_write_paths; `zigclaw config validate` lists every problem.",
                 )
-            if name in names or name in ("", ".", ".."):
-                raise InvalidConfig(
-                    f"write path {raw} of preset '{active.name}' would be mounted at "
-                    f"/write/{name} twice or ambiguously"
-                )
-            names.add(name)
-            writes.append((raw, os.path.normpath(resolved)))
+            writes.append((raw, os.path.normpath(self.loaded.resolve(raw))))
         return policy.plan_mounts(os.path.normpath(workspace), writes)
 
 

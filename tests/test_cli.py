@@ -509,3 +509,65 @@ def test_tools_list_on_a_terminal_shows_external_tools_and_invalid_manifests(tmp
     bad_row = next(line for line in plain.splitlines() if " ext_bad " in line)
     assert "invalid" in bad_row
     assert "echo" in plain  # one bad manifest does not hide the other tools
+
+
+# --- odd environments and hostile names ----------------------------------------------------
+
+
+def test_a_closed_stdout_does_not_crash_the_cli(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "tools", "run", "echo", "--args", '{"text":"x"}'],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        close_fds=True,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unreadable_config_is_invalid_config_not_internal_error(tmp_path: Path) -> None:
+    done = zigclaw(tmp_path, "tools", "list", "--config", "/proc/self/mem")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == "error: InvalidConfig"
+
+
+def test_a_symlinked_config_is_followed(tmp_path: Path) -> None:
+    real = tmp_path / "real.toml"
+    real.write_text('[capabilities]\nactive_preset = "readonly"\n')
+    (tmp_path / "zigclaw.toml").symlink_to(real)
+    done = zigclaw(tmp_path, "config", "validate", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ok"] is True
+
+
+def test_tools_list_json_leaves_out_names_that_can_never_run(tmp_path: Path) -> None:
+    ext = tmp_path / "ext-tools"
+    ext.mkdir()
+    for stem in ("UPPER", "a b", "fine"):
+        (ext / f"{stem}.toml").write_text("not toml at all [")
+    (ext / b"\xff.toml".decode("utf-8", "surrogateescape")).write_text("x")
+    done = zigclaw(tmp_path, "tools", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    names = json.loads(done.stdout)["tools"]
+    assert "fine" in names  # invalid manifest, but a name a fixed manifest could run under
+    assert not {"UPPER", "a b"} & set(names)
+    assert all(name.isascii() for name in names)
+
+
+def test_manifest_text_cannot_smuggle_terminal_escapes_into_errors(tmp_path: Path) -> None:
+    ext = tmp_path / "ext-tools"
+    ext.mkdir()
+    (ext / "evil.toml").write_text('tool_name = "evil"\n"\\u001b]0;owned\\u0007" = 1\n')
+    (tmp_path / "zigclaw.toml").write_text(
+        '[tools.filter]\nallow_external = true\n[capabilities.presets.readonly]\ntools = ["evil"]\n'
+    )
+    done = zigclaw(tmp_path, "tools", "run", "evil")
+    assert done.returncode == 1
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert done.stderr.splitlines()[0] == "error: InvalidManifest"

@@ -223,7 +223,8 @@ def test_allow_list_entry_referenced_by_any_preset_is_not_warned(tmp_path: Path)
     [capabilities.presets.other]
     tools = ["foo"]
     """
-    assert warnings_of(tmp_path, body) == []
+    # 'foo' has no manifest (a warning of its own); the allow list itself is fine.
+    assert [w for w in warnings_of(tmp_path, body) if w[0] == "tools.filter.external_allow_list"] == []
 
 
 NETWORK_CONFIG = """
@@ -316,3 +317,29 @@ def test_unknown_preset_chosen_at_run_time_denies_the_tool(
         Runner.from_config().run("echo", {"text": "hi"}, preset="nosuch")
     assert info.value.name == "ToolNotAllowed"
     assert "nosuch" in info.value.message
+
+
+def test_validate_warns_about_what_would_fail_at_run_time(tmp_path: Path) -> None:
+    body = f"""
+    [security]
+    workspace_root = "{tmp_path / "missing-ws"}"
+
+    [tools.filter]
+    external_allow_list = ["ghost"]
+
+    [capabilities]
+    active_preset = "p"
+
+    [capabilities.presets.p]
+    tools = ["echo", "ghost"]
+    allow_write_paths = ["/", "{tmp_path / "nope"}", "{tmp_path}"]
+    """
+    found = warnings_of(tmp_path, body)
+    keys = [key for key, _ in found]
+    messages = " | ".join(message for _, message in found)
+    assert ("security.workspace_root") in keys
+    assert "has no effect while tools.filter.allow_external = false" in messages
+    assert ("capabilities.presets.p.tools", "'ghost' is not a known tool") in found
+    assert "is the root of the file system" in messages
+    assert "is not an existing folder" in messages
+    assert "contains the config file" in messages  # tmp_path holds zigclaw.toml

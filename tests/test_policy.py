@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from runner.config import Preset
+from runner.errors import ZigclawError
 from runner.policy import (
     ActivePreset,
     check_tool_name,
+    check_write_path,
     explain_mount,
     external_filter,
     integrity_check,
@@ -376,9 +378,35 @@ def test_explain_tool_denies_an_external_tool_when_external_is_off(tmp_path: Pat
     assert "allow_external" in result["reason"]
 
 
+MYTOOL = """
+tool_name = "mytool"
+version = "1.0.0"
+description = "an external tool"
+requires_network = {network}
+
+[args]
+type = "object"
+"""
+
+
 def test_explain_tool_allows_an_external_tool_when_allowed_and_listed(tmp_path: Path) -> None:
-    result = dev_runner(tmp_path, "true", '["mytool"]').explain_tool("mytool")
+    runner = dev_runner(tmp_path, "true", '["mytool"]')
+    (tmp_path / "ext" / "mytool.toml").write_text(MYTOOL.format(network="false"))
+    result = runner.explain_tool("mytool")
     assert result["allowed"] is True
+
+
+def test_explain_tool_denies_what_the_run_would_refuse(tmp_path: Path) -> None:
+    # No manifest: the run is ToolNotFound, so explain must not say allowed.
+    runner = dev_runner(tmp_path, "true", '["mytool"]')
+    missing = runner.explain_tool("mytool")
+    assert missing["allowed"] is False
+    assert "ToolNotFound" in missing["reason"]
+    # A network tool under a preset without network: ToolNetworkNotAllowed at run time.
+    (tmp_path / "ext" / "mytool.toml").write_text(MYTOOL.format(network="true"))
+    network = runner.explain_tool("mytool")
+    assert network["allowed"] is False
+    assert "network" in network["reason"]
 
 
 def test_explain_tool_denies_an_external_tool_missing_from_the_allow_list(tmp_path: Path) -> None:
@@ -448,3 +476,62 @@ def test_runner_explain_mount_under_undefined_preset_still_answers(tmp_path: Pat
     assert result["policy_hash"] == sha(
         "workspace_root=.;preset=nosuch;allow_network=false;tools=;write_paths="
     )
+
+
+# --- write paths ---------------------------------------------------------------------------
+
+PROTECTED = [
+    ("the config file", "/home/u/proj/zigclaw.toml"),
+    ("the external tools folder", "/home/u/proj/ext"),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "real", "exists", "reason"),
+    [
+        ("/", "/", True, "root of the file system"),
+        ("..", "/home/u", True, "no usable name"),
+        ("/home/u", "/home/u", True, "contains the config file"),
+        ("proj", "/home/u/proj", True, "contains the config file"),
+        ("ext", "/home/u/proj/ext", True, "contains the external tools folder"),
+        ("missing", "/home/u/proj/missing", False, "not an existing folder"),
+        ("x/..", "/home/u/proj/x2", True, "no usable name"),
+    ],
+)
+def test_check_write_path_refuses_dangerous_or_unusable_paths(raw, real, exists, reason) -> None:
+    decision = check_write_path(raw, real, exists=exists, taken=set(), protected=PROTECTED)
+    assert decision.allowed is False
+    assert reason in decision.reason
+
+
+def test_check_write_path_refuses_a_second_mount_with_the_same_name() -> None:
+    decision = check_write_path("b/out", "/data/b/out", exists=True, taken={"out"}, protected=PROTECTED)
+    assert decision.allowed is False and "twice" in decision.reason
+
+
+def test_check_write_path_allows_a_plain_folder() -> None:
+    decision = check_write_path("out", "/home/u/proj/out", exists=True, taken=set(), protected=PROTECTED)
+    assert decision.allowed is True and "/write/out" in decision.reason
+
+
+def test_a_write_path_holding_the_config_is_refused_at_run_time_and_in_explain(tmp_path: Path) -> None:
+    # A tool that could rewrite zigclaw.toml could grant itself anything on the next run.
+    body = f"""
+[security]
+workspace_root = "{tmp_path}"
+
+[capabilities]
+active_preset = "rw"
+
+[capabilities.presets.rw]
+tools = ["fs_write"]
+allow_write_paths = ["{tmp_path}"]
+"""
+    runner = runner_for(tmp_path, body)
+    with pytest.raises(ZigclawError) as info:
+        runner.run("fs_write", {"path": f"/write/{tmp_path.name}/zigclaw.toml", "content": "x"})
+    assert info.value.name == "InvalidConfig"
+    assert "contains the config file" in info.value.message
+    explained = runner.explain_mount(str(tmp_path / "zigclaw.toml"))
+    assert explained["allowed"] is False
+    assert "contains the config file" in explained["reason"]

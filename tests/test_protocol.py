@@ -244,3 +244,26 @@ def test_deeply_nested_json_is_malformed(opener: bytes) -> None:
 
 def test_deeply_nested_closed_json_is_malformed() -> None:
     malformed(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_a_response_repeating_a_key_is_malformed() -> None:
+    rid = "a" * 32
+    raw = ('{"protocol_version":0,"request_id":"x","request_id":"' + rid + '","ok":true}').encode()
+    with pytest.raises(MalformedResponse, match="repeats a key"):
+        decode_response(raw, rid)
+
+
+def test_lone_surrogates_in_text_fields_are_malformed() -> None:
+    rid = "a" * 32
+    raw = ('{"protocol_version":0,"request_id":"' + rid + '","ok":true,"stdout":"\\ud800"}').encode()
+    with pytest.raises(MalformedResponse, match="surrogate"):
+        decode_response(raw, rid)
+
+
+@pytest.mark.parametrize("data_json", ["NaN", "[Infinity]", '"\\ud800"'])
+def test_data_that_is_not_strict_json_stays_the_raw_string(data_json: str) -> None:
+    rid = "a" * 32
+    body = {"protocol_version": 0, "request_id": rid, "ok": True, "data_json": data_json}
+    response = decode_response(json.dumps(body).encode(), rid)
+    assert response.data == data_json
+    json.dumps(response.data, allow_nan=False).encode("utf-8")  # printable as strict JSON

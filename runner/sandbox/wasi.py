@@ -34,7 +34,7 @@ from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
 from .stack import has_room_for_wasm
-from .workers import WorkerPool, WorkerTimeout
+from .workers import WorkerPool, WorkersExhausted, WorkerTimeout
 
 WASI_MODULE = "wasi_snapshot_preview1"
 # The preview 1 functions a guest may import; anything else is refused before it runs.
@@ -115,6 +115,7 @@ _CLOCK = struct.Struct("<I4xQQH")  # clock id, timeout ns, precision, flags
 _EVENT = struct.Struct("<QHB5xQH6x")  # userdata, errno, type, nbytes, flags
 _SUBSCRIPTION_SIZE = 48
 _ABSTIME = 1
+_LAST_CLOCK_ID = 3  # realtime, monotonic, process and thread CPU time
 
 # Why a running guest must stop; set from any thread, read by the guest's thread.
 STOP_TIMEOUT = "timeout"
@@ -205,6 +206,8 @@ def _poll(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevent
         userdata, tag = _SUBSCRIPTION.unpack_from(raw, offset)
         if tag == 0:
             clock_id, timeout, _precision, flags = _CLOCK.unpack_from(raw, offset + 16)
+            if clock_id > _LAST_CLOCK_ID:
+                return _ERRNO_INVAL
             if flags & _ABSTIME:
                 base = time.time_ns() if clock_id == 0 else now
                 wake = now + max(0, timeout - base)
@@ -341,6 +344,11 @@ class WasiRuntime:
         bound = limits.max_runtime_ms / 1000 + BLOCKED_GRACE_SECONDS
         try:
             return self.workers.call(lambda: self._run(plan, compiled), timeout=bound)
+        except WorkersExhausted:
+            raise SandboxUnavailable(
+                "too many earlier tools are still stuck in blocking host calls",
+                hint="find what they block on (a FIFO or a hung mount in the workspace), or restart.",
+            ) from None
         except WorkerTimeout:
             raise ToolTimeout(
                 f"tool stayed blocked in a host call past its {limits.max_runtime_ms} ms limit; "

@@ -26,13 +26,23 @@ class WorkerTimeout(Exception):
 
 
 class _Task:
-    __slots__ = ("done", "error", "func", "result")
+    __slots__ = ("abandoned", "done", "error", "func", "result")
 
     def __init__(self, func: Callable[[], Any]) -> None:
         self.func = func
+        self.abandoned = False
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+# Workers given up on and still stuck; past this many, new guarded calls are refused
+# rather than letting stuck guests pile up threads, Stores and descriptors.
+MAX_STUCK_WORKERS = 8
+
+
+class WorkersExhausted(Exception):
+    """Too many workers are stuck in host calls to start another guarded call."""
 
 
 class WorkerPool:
@@ -41,14 +51,21 @@ class WorkerPool:
     def __init__(self) -> None:
         self._idle: list[queue.SimpleQueue[_Task]] = []
         self._lock = threading.Lock()
+        self._stuck = 0
 
     def call(self, func: Callable[[], T], timeout: float) -> T:
         """Run `func` on a worker; raise WorkerTimeout if it is not done within `timeout` s."""
         task = _Task(func)
         with self._lock:
+            if self._stuck >= MAX_STUCK_WORKERS:
+                raise WorkersExhausted()
             inbox = self._idle.pop() if self._idle else self._spawn()
         inbox.put(task)
         if not task.done.wait(timeout):
+            with self._lock:
+                if not task.done.is_set():
+                    self._stuck += 1
+                    task.abandoned = True
             raise WorkerTimeout()
         if task.error is not None:
             raise task.error
@@ -72,5 +89,7 @@ class WorkerPool:
             except BaseException as exc:  # handed to the caller, who re-raises it
                 task.error = exc
             with self._lock:
+                if task.abandoned:
+                    self._stuck -= 1  # it came back after all
                 self._idle.append(inbox)
-            task.done.set()
+                task.done.set()
