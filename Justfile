@@ -24,6 +24,14 @@ test:
 bench:
     pytest benchmarks --benchmark-enable --benchmark-columns=min,median,mean,max,rounds
 
+# The soak test at full size: 10,000 mixed good and hostile runs from 2 threads.
+soak:
+    ZIGCLAW_SOAK_FULL=1 pytest tests/test_soak.py -s
+
+# Fuzz manifest, config, argument and response parsing with atheris (SECONDS, default 60).
+fuzz seconds="60":
+    python tests/fuzz/fuzz_inputs.py -max_total_time={{seconds}} -timeout=5
+
 # ruff and mypy (strict on runner/).
 lint:
     ruff check runner tests benchmarks scripts hatch_build.py
