@@ -1,4 +1,4 @@
-"""Shared fixtures: test guests built from sources in tests/guests, and throwaway tool folders."""
+"""Shared fixtures: test guests built from sources in tests/hostile, and throwaway tool folders."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-GUESTS = Path(__file__).parent / "guests"
+GUESTS = Path(__file__).parent / "hostile"
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -36,7 +36,7 @@ def guest_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def guest(guest_dir: Path) -> Callable[[str], bytes]:
-    """Build tests/guests/<name>.wat (wasmtime's WAT parser) or <name>.c (zig cc) once per session."""
+    """Build tests/hostile/<name>.wat (wasmtime's WAT parser) or <name>.c (zig cc) once per session."""
     built: dict[str, bytes] = {}
 
     def build(name: str) -> bytes:

@@ -1,6 +1,6 @@
 """Hostile guests against the in-process WASI sandbox: each gets its named error and harms nothing.
 
-The table below is the contract: guest source (tests/guests), manifest overrides, expected error.
+The table below is the contract: guest source (tests/hostile), manifest overrides, expected error.
 """
 
 from __future__ import annotations
