@@ -42,6 +42,10 @@ HOSTILE = [
     ("flood_iovecs", {}, "StreamTooLong"),
     ("say_invalid_utf8", {}, "MalformedResponse"),
     ("say_deep_json", {"max_stdout_bytes": 65536}, "MalformedResponse"),
+    ("poll_loop", {"max_runtime_ms": 200}, "ToolTimeout"),
+    # One grow far past the cap is refused (-1) and the guest exits 1 at 64 KiB of memory:
+    # wasmtime does not say a grow was refused, so this is ToolFailed (THREAT_MODEL.md, limits).
+    ("grow_to_cap", {"max_memory_bytes": 4 * 1024 * 1024 - 65536}, "ToolFailed"),
 ]
 
 NOT_CORE_MODULES = [
@@ -317,3 +321,23 @@ def test_deep_recursion_from_a_small_stack_thread_is_a_trap_not_a_crash(toolbox,
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ToolTrap"
+
+
+
+def test_growing_memory_exactly_to_the_cap_is_allowed(guest):
+    import hashlib
+
+    from runner.sandbox.plan import Limits, RunPlan
+    from runner.sandbox.wasi import runtime
+
+    module = guest("grow_to_cap")
+    plan = RunPlan(
+        tool="grow",
+        module_path=Path("grow_to_cap.wasm"),
+        module_bytes=module,
+        module_sha256=hashlib.sha256(module).hexdigest(),
+        mounts=(),
+        limits=Limits(2000, 10**9, 4 * 1024 * 1024, 65536, 65536),
+        stdin=b"",
+    )
+    assert runtime().run(plan).exit_code == 0  # 64 pages = the 4 MiB cap: allowed
