@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,10 @@ from typing import Any
 import pytest
 
 GUESTS = Path(__file__).parent / "hostile"
+
+# Compiled modules go to a cache of this test session, never the user's own.
+if "ZIGCLAW_CACHE_DIR" not in os.environ:
+    os.environ["ZIGCLAW_CACHE_DIR"] = tempfile.mkdtemp(prefix="zigclaw-test-cache-")
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -30,6 +30,7 @@ from ..errors import (
     first_line,
     map_wasm_failure,
 )
+from .cache import ModuleCache, default_cache_dir, engine_key
 from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
@@ -275,6 +276,8 @@ class WasiRuntime:
             _poll_oneoff,
             access_caller=True,
         )
+        settings = "fuel;epoch;off=" + ",".join(_DISABLED_FEATURES)
+        self.disk = ModuleCache(default_cache_dir(), engine_key(settings))
         self._modules: dict[str, CompiledModule] = {}
         self._lock = threading.Lock()
         self.heartbeat = Heartbeat(self._tick)
@@ -305,10 +308,13 @@ class WasiRuntime:
                     hint="build the tool as a WASI preview 1 core module (wasm32-wasi / wasm32-wasip1).",
                 )
             raise InvalidModule(f"{source} has an unsupported WebAssembly version")
-        try:
-            module = wasmtime.Module(self.engine, data)
-        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
-            raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
+        module = self._load_cached(digest)
+        if module is None:
+            try:
+                module = wasmtime.Module(self.engine, data)
+            except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+                raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
+            self.disk.store(digest, bytes(module.serialize()))
         for item in module.imports:
             if item.module != WASI_MODULE or item.name not in WASI_FUNCTIONS:
                 raise InvalidModule(
@@ -329,6 +335,17 @@ class WasiRuntime:
         except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
             raise InvalidModule(f"{source} cannot be linked: {first_line(str(exc))}") from None
         return CompiledModule(digest, module, pre, memory.limits.min * PAGE)
+
+    def _load_cached(self, digest: str) -> wasmtime.Module | None:
+        """A module from the disk cache, when an entry passes every check and wasmtime accepts it."""
+        artifact = self.disk.load(digest)
+        if artifact is None:
+            return None
+        try:
+            return wasmtime.Module.deserialize(self.engine, artifact)
+        except (wasmtime.WasmtimeError, wasmtime.Trap):
+            self.disk.discard(digest)  # from another build of wasmtime, or damaged: compile again
+            return None
 
     def run(self, plan: RunPlan) -> SandboxResult:
         """Run one plan in a fresh Store; raise the named error for each way it can be stopped."""

@@ -1,0 +1,137 @@
+"""The on-disk cache of compiled modules: only artifacts this program compiled, checked before use.
+
+Deserializing a wasmtime artifact runs its machine code, so an entry is loaded
+only if it sits in a folder that is ours alone (owned by us, no access for group
+or others), is a regular file owned by us with one link and mode 0600, names
+the module digest and engine it was compiled for, and its bytes hash to the
+digest kept beside them in its header. Anything else is ignored and compiled
+again. Entries are written to a temporary file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import sys
+import tempfile
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from ..files import read_untrusted_file
+
+_MAGIC = b"zigclaw-cwasm-1"
+MAX_ARTIFACT_BYTES = 2 * 1024 * 1024 * 1024
+CACHE_ENV = "ZIGCLAW_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """`$ZIGCLAW_CACHE_DIR`, else the user cache dir (platformdirs) + `/modules`."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("zigclaw")) / "modules"
+
+
+def engine_key(settings: str) -> str:
+    """What an artifact depends on besides the module: wasmtime's version and the engine settings."""
+    try:
+        wasmtime_version = version("wasmtime")
+    except PackageNotFoundError:  # pragma: no cover - wasmtime is a dependency
+        wasmtime_version = "unknown"
+    text = f"wasmtime={wasmtime_version};python={sys.implementation.cache_tag};{settings}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class ModuleCache:
+    """Compiled artifacts on disk, keyed by module SHA-256 and engine key."""
+
+    def __init__(self, folder: Path, engine: str) -> None:
+        self.folder = folder
+        self.engine = engine
+        self.refusal: str | None = None  # why the folder is not used, if it is not
+
+    def _usable(self, create: bool) -> bool:
+        try:
+            if create:
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = os.lstat(self.folder)
+        except OSError as exc:
+            self.refusal = f"cannot use {self.folder}: {exc.strerror}"
+            return False
+        if not stat.S_ISDIR(info.st_mode):
+            self.refusal = f"{self.folder} is not a folder"
+        elif info.st_uid != os.geteuid():
+            self.refusal = f"{self.folder} is owned by another user"
+        elif info.st_mode & 0o077:
+            self.refusal = f"{self.folder} is open to other users (mode {stat.S_IMODE(info.st_mode):o})"
+        else:
+            self.refusal = None
+        return self.refusal is None
+
+    def _path(self, module_sha256: str) -> Path:
+        return self.folder / f"{module_sha256}-{self.engine}.cwasm"
+
+    def _header(self, module_sha256: str, artifact_sha256: str) -> bytes:
+        return (
+            b" ".join((_MAGIC, module_sha256.encode(), self.engine.encode(), artifact_sha256.encode()))
+            + b"\n"
+        )
+
+    def load(self, module_sha256: str) -> bytes | None:
+        """The artifact for this module and engine, or None when absent or not trustworthy."""
+        if not self._usable(create=False):
+            return None
+        path = self._path(module_sha256)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_uid != os.geteuid()
+            or stat.S_IMODE(info.st_mode) != 0o600
+            or info.st_nlink != 1
+        ):
+            return None
+        try:
+            data, opened = read_untrusted_file(path, MAX_ARTIFACT_BYTES)
+        except (OSError, ValueError):
+            return None
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            return None  # swapped between the checks and the read
+        header, _, artifact = data.partition(b"\n")
+        parts = header.split(b" ")
+        if len(parts) != 4 or parts[0] != _MAGIC:
+            return None
+        expected = self._header(module_sha256, hashlib.sha256(artifact).hexdigest())
+        return artifact if header + b"\n" == expected else None
+
+    def store(self, module_sha256: str, artifact: bytes) -> None:
+        """Write an artifact atomically with mode 0600; a failure only means no cache."""
+        if not self._usable(create=True):
+            return
+        header = self._header(module_sha256, hashlib.sha256(artifact).hexdigest())
+        try:
+            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".cwasm")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(header)
+                handle.write(artifact)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, 0o600)
+            os.replace(temp, self._path(module_sha256))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+    def discard(self, module_sha256: str) -> None:
+        """Remove an entry that failed to load."""
+        with contextlib.suppress(OSError):
+            os.unlink(self._path(module_sha256))
