@@ -150,6 +150,45 @@ def tools_run(
     _emit(result.to_json())
 
 
+@tools_app.command("bench")
+@handles_errors("tools")
+def tools_bench(
+    tool: str,
+    args: Annotated[str, typer.Option("--args", help="Arguments as a JSON object.")] = "{}",
+    runs: Annotated[int, typer.Option("-n", "--runs", min=1, max=100_000, help="Timed runs.")] = 200,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure a tool's run time in-process and under the wasmtime CLI (p50/p90/p99, runs/s)."""
+    from .bench import bench_tool
+
+    # Unguarded, as the library runs by default: the figure users get from the API.
+    from .service import Runner
+
+    report = bench_tool(Runner.from_config(config), tool, args, runs)
+    if as_json or not _is_terminal():
+        _emit(report)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("mode", "runs", "p50 ms", "p90 ms", "p99 ms", "runs/s", "x in-process", title=tool)
+    for row in report["results"]:
+        table.add_row(
+            row["mode"],
+            str(row["runs"]),
+            f"{row['p50_ms']:.3f}",
+            f"{row['p90_ms']:.3f}",
+            f"{row['p99_ms']:.3f}",
+            f"{row['runs_per_second']:.0f}",
+            f"{row['x_in_process']}",
+        )
+    console = Console()
+    console.print(table)
+    for mode, why in report["skipped"].items():
+        console.print(f"{mode}: skipped ({why})")
+
+
 @config_app.command("validate")
 @handles_errors("config")
 def config_validate(config: ConfigOption = None, as_json: JsonOption = False) -> None:
