@@ -55,11 +55,12 @@ class ActivePreset:
 
 @dataclass(frozen=True)
 class Mount:
-    """A host folder mapped into the guest."""
+    """A host folder mapped into the guest; `identity` is the (st_dev, st_ino) that was checked."""
 
     host_path: str
     guest_path: str
     read_only: bool
+    identity: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"host_path": self.host_path, "guest_path": self.guest_path, "read_only": self.read_only}
@@ -117,35 +118,64 @@ def write_mount_name(path: str) -> str:
     return posixpath.basename(path.rstrip("/")) or path
 
 
+def _contains(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
 def check_write_path(
-    raw: str, real: str, *, exists: bool, taken: Collection[str], protected: Sequence[tuple[str, str]]
+    raw: str,
+    literal: str,
+    real: str,
+    *,
+    exists: bool,
+    taken: Collection[str],
+    protected: Sequence[tuple[str, str]],
+    workspace: tuple[str, str] | None = None,
+    siblings: Sequence[str] = (),
 ) -> Decision:
     """Whether one write path may be mounted read-write at /write/<name>.
 
-    `real` is the path with symlinks resolved; `protected` names real paths a tool
-    must never be able to change (the config, the tool folders, the runner itself).
+    `literal` is the absolute path as written, `real` the same with symlinks
+    resolved; they must agree, or something on the way could be swapped between
+    runs. `protected` names real paths a tool must never be able to change (the
+    config, the tool folders, the runner, the module cache). `workspace` is the
+    workspace's (literal, real) path and `siblings` the real paths of the
+    preset's other write paths: none may contain another, or one run could
+    redirect the next run's mounts.
     """
     category = "tool.write_path"
-    name = write_mount_name(raw)
+    name = write_mount_name(literal)
     if not exists:
         return Decision(category, False, f"write path '{raw}' is not an existing folder")
     if posixpath.dirname(real) == real:
         return Decision(category, False, f"write path '{raw}' is the root of the file system")
+    if real != literal:
+        return Decision(category, False, f"write path '{raw}' goes through a symbolic link (to {real})")
     if name in ("", ".", "..", "/") or "/" in name:
         return Decision(category, False, f"write path '{raw}' has no usable name for /write/<name>")
     if name in taken:
         return Decision(category, False, f"write path '{raw}' would be mounted at /write/{name} twice")
     for label, path in protected:
-        if path == real or path.startswith(real.rstrip("/") + "/"):
+        if _contains(real, path):
             return Decision(category, False, f"write path '{raw}' contains {label} ({path})")
+    if workspace is not None and (_contains(literal, workspace[0]) or _contains(real, workspace[1])):
+        return Decision(category, False, f"write path '{raw}' contains the workspace")
+    for other in siblings:
+        if other != real and (_contains(real, other) or _contains(other, real)):
+            return Decision(category, False, f"write path '{raw}' overlaps another write path ({other})")
     return Decision(category, True, f"write path '{raw}' mounted at /write/{name}")
 
 
-def plan_mounts(workspace_host: str, write_hosts: Sequence[tuple[str, str]]) -> list[Mount]:
-    """The workspace read-only at /workspace, then each (raw, resolved) write path at /write/<name>."""
-    mounts = [Mount(workspace_host, WORKSPACE_GUEST, True)]
-    for raw, resolved in write_hosts:
-        mounts.append(Mount(resolved, f"{WRITE_GUEST_PREFIX}/{write_mount_name(raw)}", False))
+def plan_mounts(
+    workspace: tuple[str, tuple[int, int]], writes: Sequence[tuple[str, tuple[int, int]]]
+) -> list[Mount]:
+    """The workspace read-only at /workspace, then each write path at /write/<its name>.
+
+    Each entry is a real path and the identity it had when it was checked.
+    """
+    mounts = [Mount(workspace[0], WORKSPACE_GUEST, True, workspace[1])]
+    for real, identity in writes:
+        mounts.append(Mount(real, f"{WRITE_GUEST_PREFIX}/{write_mount_name(real)}", False, identity))
     return mounts
 
 

@@ -34,6 +34,10 @@ from .schema import validate_args
 STDERR_EXCERPT_BYTES = 512
 
 
+# Folders whose contents the host runs or trusts; no write mount may contain one.
+SYSTEM_FOLDERS = ("/bin", "/boot", "/etc", "/lib", "/lib64", "/opt", "/root", "/sbin", "/usr", "/var")
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What a completed run returns; `ok` is the tool's own verdict."""
@@ -163,7 +167,7 @@ class Runner:
         network |= {e.name for e in entries if e.manifest is not None and e.manifest.requires_network}
         warnings = validation_warnings(self.loaded, self.registry, network)
         config = self.loaded.config
-        if not self.workspace.is_dir():
+        if not _is_dir(self.workspace):
             warnings.append(
                 Warning_("security.workspace_root", f"'{self.workspace}' is not an existing folder")
             )
@@ -266,16 +270,22 @@ class Runner:
             raise ToolAbiMismatch(f"args schema of '{tool}' does not match the registry fingerprint")
 
     def _protected_paths(self) -> list[tuple[str, str]]:
-        """Real paths no write mount may contain: a tool could rewrite its own policy or code."""
+        """Real paths no write mount may contain: a tool could rewrite its own policy or code,
+        plant compiled code in the module cache, or plant code a shell runs (the home folder)."""
         import sys
 
-        places = [
+        from .sandbox.cache import default_cache_dir
+
+        places: list[tuple[str, Path | None]] = [
             ("the config file", self.loaded.source),
             ("the external tools folder", self.external_dir),
             ("the built-in tools folder", self.plugin_dir),
+            ("the module cache", default_cache_dir()),
             ("the zigclaw package", Path(__file__).parent),
             ("the Python installation", Path(sys.prefix)),
+            ("the home folder", Path.home()),
         ]
+        places += [("a system folder", Path(p)) for p in SYSTEM_FOLDERS]
         return [(label, os.path.realpath(path)) for label, path in places if path is not None]
 
     def write_path_decisions(
@@ -286,39 +296,72 @@ class Runner:
         `policy explain` passes require_existing=False: a folder made later is fine.
         """
         protected = self._protected_paths()
+        paths = [
+            (raw, self._config_path(raw, f"preset '{active.name}' write path")) for raw in active.write_paths
+        ]
+        reals = [os.path.realpath(path) for _, path in paths]
+        workspace = self._config_path(self.loaded.config.security.workspace_root, "security.workspace_root")
         taken: set[str] = set()
         out: list[tuple[str, Decision]] = []
-        for raw in active.write_paths:
-            resolved = self.loaded.resolve(raw)
+        for (raw, path), real in zip(paths, reals, strict=True):
             decision = policy.check_write_path(
                 raw,
-                os.path.realpath(resolved),
-                exists=resolved.is_dir() or not require_existing,
+                os.path.normpath(path),
+                real,
+                exists=_is_dir(path) or not require_existing,
                 taken=taken,
                 protected=protected,
+                workspace=(os.path.normpath(workspace), os.path.realpath(workspace)),
+                siblings=reals,
             )
             if decision.allowed:
-                taken.add(policy.write_mount_name(raw))
+                taken.add(policy.write_mount_name(os.path.normpath(path)))
             out.append((raw, decision))
         return out
 
+    def _config_path(self, raw: str, key: str) -> Path:
+        """A path from the config made absolute, or InvalidConfig naming the key."""
+        if "\0" in raw:
+            raise InvalidConfig(f"{key} holds a NUL character")
+        try:
+            return self.loaded.resolve(raw)
+        except RuntimeError as exc:  # `~user` for a user that does not exist
+            raise InvalidConfig(f"{key} {raw!r} cannot be resolved: {exc}") from None
+
     def _mounts(self, active: ActivePreset) -> list[Mount]:
-        """The workspace and the preset's write paths, each checked by `policy.check_write_path`."""
-        workspace = self.workspace
-        if not workspace.is_dir():
+        """The workspace and the preset's write paths, checked, with the identity each had then."""
+        workspace = self._config_path(self.loaded.config.security.workspace_root, "security.workspace_root")
+        if not _is_dir(workspace):
             raise InvalidConfig(
                 f"security.workspace_root {workspace} is not an existing folder",
                 hint="create the folder or fix security.workspace_root in zigclaw.toml.",
             )
-        writes: list[tuple[str, str]] = []
+        writes: list[tuple[str, tuple[int, int]]] = []
         for raw, decision in self.write_path_decisions(active):
             if not decision.allowed:
                 raise InvalidConfig(
                     f"preset '{active.name}': {decision.reason}",
                     hint="fix allow_write_paths; `zigclaw config validate` lists every problem.",
                 )
-            writes.append((raw, os.path.normpath(self.loaded.resolve(raw))))
-        return policy.plan_mounts(os.path.normpath(workspace), writes)
+            real = os.path.realpath(self.loaded.resolve(raw))
+            writes.append((real, _identity(real)))
+        real_workspace = os.path.realpath(workspace)
+        return policy.plan_mounts((real_workspace, _identity(real_workspace)), writes)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a name too long, say
+        return False
+
+
+def _identity(real: str) -> tuple[int, int]:
+    try:
+        info = os.stat(real)
+    except (OSError, ValueError) as exc:
+        raise InvalidConfig(f"{real} cannot be used as a mount: {exc}") from None
+    return (info.st_dev, info.st_ino)
 
 
 def _raise_if_denied(decision: Decision, tool: str) -> None:

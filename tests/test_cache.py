@@ -40,7 +40,7 @@ def _fresh_runtime() -> wasi.WasiRuntime:
 
 
 def _entry(folder):
-    (entry,) = [p for p in folder.iterdir() if p.suffix == ".cwasm"]
+    (entry,) = [p for p in folder.iterdir() if p.suffix == ".cwasm" and not p.name.startswith(".")]
     return entry
 
 
@@ -66,7 +66,7 @@ def test_a_damaged_or_suspicious_entry_is_never_loaded(cache_dir, compiles, gues
     elif damage == "truncate":
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "header":
-        entry.write_bytes(data.replace(b"zigclaw-cwasm-1", b"zigclaw-cwasm-0", 1))
+        entry.write_bytes(data.replace(b"zigclaw-cwasm-2", b"zigclaw-cwasm-0", 1))
     elif damage == "mode":
         entry.chmod(0o644)
     elif damage == "symlink":
@@ -127,3 +127,31 @@ def test_runs_from_a_cached_module_behave_the_same(cache_dir, toolbox, guest):
         with pytest.raises(Exception) as caught:
             toolbox.runner().run("silent", {})
         assert caught.value.name == "ToolFailed"
+
+
+def test_an_entry_rewritten_by_someone_without_the_key_is_not_loaded(cache_dir, compiles, guest):
+    # What a tool with a write mount over the cache could do: keep mode, owner and
+    # link count, and write a header whose self-hash matches. Without the key it fails.
+    module = guest("exit_silent")
+    _fresh_runtime().compile(module, "m.wasm")
+    entry = _entry(cache_dir)
+    header, _, artifact = entry.read_bytes().partition(b"\n")
+    forged = artifact[:-1] + bytes([artifact[-1] ^ 1])
+    magic, digest, engine, _mac = header.split(b" ")
+    fake_mac = hashlib.sha256(forged).hexdigest().encode()
+    with open(entry, "r+b") as handle:  # truncating keeps the inode, mode and owner
+        handle.truncate(0)
+        handle.write(b" ".join((magic, digest, engine, fake_mac)) + b"\n" + forged)
+    assert _fresh_runtime().disk.load(hashlib.sha256(module).hexdigest()) is None
+    _fresh_runtime().compile(module, "m.wasm")
+    assert compiles["n"] == 2
+
+
+def test_the_key_is_private_and_a_loose_key_disables_the_cache(cache_dir, compiles, guest):
+    module = guest("exit_silent")
+    _fresh_runtime().compile(module, "m.wasm")
+    key = cache_dir / ".key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
+    key.chmod(0o644)
+    _fresh_runtime().compile(module, "m.wasm")
+    assert compiles["n"] == 2

@@ -487,30 +487,52 @@ PROTECTED = [
 
 
 @pytest.mark.parametrize(
-    ("raw", "real", "exists", "reason"),
+    ("raw", "literal", "real", "exists", "reason"),
     [
-        ("/", "/", True, "root of the file system"),
-        ("..", "/home/u", True, "no usable name"),
-        ("/home/u", "/home/u", True, "contains the config file"),
-        ("proj", "/home/u/proj", True, "contains the config file"),
-        ("ext", "/home/u/proj/ext", True, "contains the external tools folder"),
-        ("missing", "/home/u/proj/missing", False, "not an existing folder"),
-        ("x/..", "/home/u/proj/x2", True, "no usable name"),
+        ("/", "/", "/", True, "root of the file system"),
+        ("..", "/home/u/..", "/home", True, "goes through a symbolic link"),
+        ("/home/u", "/home/u", "/home/u", True, "contains the config file"),
+        ("proj", "/home/u/proj", "/home/u/proj", True, "contains the config file"),
+        ("ext", "/home/u/proj/ext", "/home/u/proj/ext", True, "contains the external tools folder"),
+        ("missing", "/home/u/proj/missing", "/home/u/proj/missing", False, "not an existing folder"),
+        ("link", "/data/link", "/etc", True, "goes through a symbolic link"),
+        ("ws-parent", "/data", "/data", True, "contains the workspace"),
+        ("out", "/data/ws/out/sub", "/data/ws/out/sub", True, "overlaps another write path"),
     ],
 )
-def test_check_write_path_refuses_dangerous_or_unusable_paths(raw, real, exists, reason) -> None:
-    decision = check_write_path(raw, real, exists=exists, taken=set(), protected=PROTECTED)
+def test_check_write_path_refuses_dangerous_or_unusable_paths(raw, literal, real, exists, reason) -> None:
+    decision = check_write_path(
+        raw,
+        literal,
+        real,
+        exists=exists,
+        taken=set(),
+        protected=PROTECTED,
+        workspace=("/data/ws", "/data/ws"),
+        siblings=["/data/ws/out", real],
+    )
     assert decision.allowed is False
     assert reason in decision.reason
 
 
 def test_check_write_path_refuses_a_second_mount_with_the_same_name() -> None:
-    decision = check_write_path("b/out", "/data/b/out", exists=True, taken={"out"}, protected=PROTECTED)
+    decision = check_write_path(
+        "b/out", "/data/b/out", "/data/b/out", exists=True, taken={"out"}, protected=PROTECTED
+    )
     assert decision.allowed is False and "twice" in decision.reason
 
 
 def test_check_write_path_allows_a_plain_folder() -> None:
-    decision = check_write_path("out", "/home/u/proj/out", exists=True, taken=set(), protected=PROTECTED)
+    decision = check_write_path(
+        "out",
+        "/home/u/proj/out",
+        "/home/u/proj/out",
+        exists=True,
+        taken=set(),
+        protected=PROTECTED,
+        workspace=("/home/u/proj", "/home/u/proj"),
+        siblings=["/home/u/proj/out", "/home/u/proj/logs"],
+    )
     assert decision.allowed is True and "/write/out" in decision.reason
 
 
@@ -535,3 +557,72 @@ allow_write_paths = ["{tmp_path}"]
     explained = runner.explain_mount(str(tmp_path / "zigclaw.toml"))
     assert explained["allowed"] is False
     assert "contains the config file" in explained["reason"]
+
+
+def _rw_config(tmp_path: Path, workspace: Path, writes: list[str]) -> Runner:
+    listed = ", ".join(f'"{w}"' for w in writes)
+    body = f"""
+[security]
+workspace_root = "{workspace}"
+
+[capabilities]
+active_preset = "rw"
+
+[capabilities.presets.rw]
+tools = ["fs_write"]
+allow_write_paths = [{listed}]
+"""
+    config_dir = tmp_path / "config"
+    config_dir.mkdir(exist_ok=True)
+    return runner_for(config_dir, body)
+
+
+def _refusal(runner: Runner) -> str:
+    with pytest.raises(ZigclawError) as info:
+        runner.run("fs_write", {"path": "/write/x/y", "content": "z"})
+    assert info.value.name == "InvalidConfig"
+    return info.value.message
+
+
+def test_a_write_path_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "target").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "target")
+    assert "symbolic link" in _refusal(_rw_config(tmp_path, tmp_path / "ws", [str(tmp_path / "out")]))
+
+
+def test_nested_write_paths_are_refused(tmp_path: Path) -> None:
+    # Run 1 could swap out/sub for a symlink and aim run 2's mount anywhere.
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "out" / "sub").mkdir(parents=True)
+    writes = [str(tmp_path / "out"), str(tmp_path / "out" / "sub")]
+    assert "overlaps" in _refusal(_rw_config(tmp_path, tmp_path / "ws", writes))
+
+
+def test_a_write_path_holding_the_workspace_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "proj" / "ws").mkdir(parents=True)
+    message = _refusal(_rw_config(tmp_path, tmp_path / "proj" / "ws", [str(tmp_path / "proj")]))
+    assert "contains the workspace" in message
+
+
+def test_a_write_path_holding_the_module_cache_is_refused(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "out" / "cache").mkdir(parents=True)
+    monkeypatch.setenv("ZIGCLAW_CACHE_DIR", str(tmp_path / "out" / "cache"))
+    message = _refusal(_rw_config(tmp_path, tmp_path / "ws", [str(tmp_path / "out")]))
+    assert "module cache" in message
+
+
+def test_a_mount_that_changed_after_its_check_is_not_mapped(tmp_path: Path) -> None:
+    import wasmtime
+
+    from runner.errors import SandboxUnavailable
+    from runner.policy import Mount
+    from runner.sandbox.wasi import WasiRuntime
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    other = (tmp_path / "b").stat()
+    mount = Mount(str(tmp_path / "a"), "/workspace", True, (other.st_dev, other.st_ino))
+    with pytest.raises(SandboxUnavailable, match="changed after it was checked"):
+        WasiRuntime._preopen(wasmtime.WasiConfig(), mount)

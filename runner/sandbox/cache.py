@@ -3,16 +3,20 @@
 Deserializing a wasmtime artifact runs its machine code, so an entry is loaded
 only if it sits in a folder that is ours alone (owned by us, no access for group
 or others), is a regular file owned by us with one link and mode 0600, names
-the module digest and engine it was compiled for, and its bytes hash to the
-digest kept beside them in its header. Anything else is ignored and compiled
-again. Entries are written to a temporary file and renamed into place.
+the module digest and engine it was compiled for, and carries an HMAC of all of
+that and its bytes under a secret key kept in the folder (`.key`, 0600). A file
+written by anything that cannot read the key (a tool with a write mount, say)
+fails the check. Anything else is ignored and compiled again. Entries are
+written to a temporary file and renamed into place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
+import secrets
 import stat
 import sys
 import tempfile
@@ -21,7 +25,9 @@ from pathlib import Path
 
 from ..files import read_untrusted_file
 
-_MAGIC = b"zigclaw-cwasm-1"
+_MAGIC = b"zigclaw-cwasm-2"
+_KEY_FILE = ".key"
+_KEY_BYTES = 32
 MAX_ARTIFACT_BYTES = 2 * 1024 * 1024 * 1024
 CACHE_ENV = "ZIGCLAW_CACHE_DIR"
 
@@ -44,6 +50,15 @@ def engine_key(settings: str) -> str:
         wasmtime_version = "unknown"
     text = f"wasmtime={wasmtime_version};python={sys.implementation.cache_tag};{settings}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _private_file(info: os.stat_result) -> bool:
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and stat.S_IMODE(info.st_mode) == 0o600
+        and info.st_nlink == 1
+    )
 
 
 class ModuleCache:
@@ -75,11 +90,35 @@ class ModuleCache:
     def _path(self, module_sha256: str) -> Path:
         return self.folder / f"{module_sha256}-{self.engine}.cwasm"
 
-    def _header(self, module_sha256: str, artifact_sha256: str) -> bytes:
-        return (
-            b" ".join((_MAGIC, module_sha256.encode(), self.engine.encode(), artifact_sha256.encode()))
-            + b"\n"
-        )
+    def _key(self, create: bool) -> bytes | None:
+        """The folder's secret key: 32 random bytes in `.key`, ours alone; made on first store."""
+        path = self.folder / _KEY_FILE
+        if create:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileExistsError:
+                pass  # made earlier; checked below like any other key
+            except OSError:
+                return None
+            else:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(secrets.token_bytes(_KEY_BYTES))
+        try:
+            if not _private_file(os.lstat(path)):
+                return None
+            key, _ = read_untrusted_file(path, _KEY_BYTES)
+        except (OSError, ValueError):
+            return None
+        return key if len(key) == _KEY_BYTES else None
+
+    def _header(self, key: bytes, module_sha256: str, artifact: bytes) -> bytes:
+        mac = hmac.new(key, digestmod=hashlib.sha256)
+        for part in (module_sha256.encode(), self.engine.encode(), artifact):
+            mac.update(len(part).to_bytes(8, "big"))
+            mac.update(part)
+        fields = (_MAGIC, module_sha256.encode(), self.engine.encode(), mac.hexdigest().encode())
+        return b" ".join(fields) + b"\n"
 
     def load(self, module_sha256: str) -> bytes | None:
         """The artifact for this module and engine, or None when absent or not trustworthy."""
@@ -90,12 +129,7 @@ class ModuleCache:
             info = os.lstat(path)
         except OSError:
             return None
-        if (
-            not stat.S_ISREG(info.st_mode)
-            or info.st_uid != os.geteuid()
-            or stat.S_IMODE(info.st_mode) != 0o600
-            or info.st_nlink != 1
-        ):
+        if not _private_file(info):
             return None
         try:
             data, opened = read_untrusted_file(path, MAX_ARTIFACT_BYTES)
@@ -105,16 +139,20 @@ class ModuleCache:
             return None  # swapped between the checks and the read
         header, _, artifact = data.partition(b"\n")
         parts = header.split(b" ")
-        if len(parts) != 4 or parts[0] != _MAGIC:
+        key = self._key(create=False)
+        if len(parts) != 4 or parts[0] != _MAGIC or key is None:
             return None
-        expected = self._header(module_sha256, hashlib.sha256(artifact).hexdigest())
-        return artifact if header + b"\n" == expected else None
+        expected = self._header(key, module_sha256, artifact)
+        return artifact if hmac.compare_digest(header + b"\n", expected) else None
 
     def store(self, module_sha256: str, artifact: bytes) -> None:
         """Write an artifact atomically with mode 0600; a failure only means no cache."""
         if not self._usable(create=True):
             return
-        header = self._header(module_sha256, hashlib.sha256(artifact).hexdigest())
+        key = self._key(create=True)
+        if key is None:
+            return
+        header = self._header(key, module_sha256, artifact)
         try:
             fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".cwasm")
         except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import struct
 import threading
 import time
@@ -30,6 +31,7 @@ from ..errors import (
     first_line,
     map_wasm_failure,
 )
+from ..policy import Mount
 from .cache import ModuleCache, default_cache_dir, engine_key
 from .heartbeat import Heartbeat
 from .pipes import BoundedSink, capture, pump_active
@@ -445,13 +447,29 @@ class WasiRuntime:
         wasi.stdout_file = f"/proc/self/fd/{stdout.write_fd}"
         wasi.stderr_file = f"/proc/self/fd/{stderr.write_fd}"
         for mount in plan.mounts:
-            try:
-                wasi.preopen_dir(mount.host_path, mount.guest_path, fs_mutable=not mount.read_only)
-            except wasmtime.WasmtimeError as exc:
-                raise SandboxUnavailable(
-                    f"cannot map {mount.host_path} at {mount.guest_path}: {first_line(str(exc))}"
-                ) from None
+            self._preopen(wasi, mount)
         return wasi
+
+    @staticmethod
+    def _preopen(wasi: wasmtime.WasiConfig, mount: Mount) -> None:
+        """Map exactly the folder that was checked: opened without following a final
+        symlink, its identity compared, then handed to wasmtime through /proc/self/fd."""
+        flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(mount.host_path, flags)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot open {mount.host_path} to map it: {exc.strerror}") from None
+        try:
+            info = os.fstat(fd)
+            if mount.identity is not None and (info.st_dev, info.st_ino) != mount.identity:
+                raise SandboxUnavailable(f"{mount.host_path} changed after it was checked; not mapped")
+            wasi.preopen_dir(f"/proc/self/fd/{fd}", mount.guest_path, fs_mutable=not mount.read_only)
+        except wasmtime.WasmtimeError as exc:
+            raise SandboxUnavailable(
+                f"cannot map {mount.host_path} at {mount.guest_path}: {first_line(str(exc))}"
+            ) from None
+        finally:
+            os.close(fd)  # wasmtime holds its own descriptor now
 
     def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: _RunState) -> _Outcome:
         _current.state = state
