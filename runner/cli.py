@@ -36,7 +36,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _emit(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n")
+    # ASCII only: tool data can hold C1 controls, bidi overrides and line separators,
+    # which would otherwise reach the terminal raw. The JSON means the same either way.
+    sys.stdout.write(json.dumps(value, separators=(",", ":"), ensure_ascii=True) + "\n")
 
 
 def _fail(command: str, error: ZigclawError, as_json: bool) -> None:
@@ -59,7 +61,7 @@ def handles_errors(command: str) -> Callable[[F], F]:
             as_json = bool(kwargs.get("as_json", False))
             try:
                 return func(*args, **kwargs)
-            except (typer.Exit, typer.Abort, typer.BadParameter, SystemExit):
+            except (typer.Exit, typer.Abort, typer.BadParameter, SystemExit, BrokenPipeError):
                 raise
             except ZigclawError as exc:
                 _fail(command, exc, as_json)
@@ -206,8 +208,11 @@ def config_validate(config: ConfigOption = None, as_json: JsonOption = False) ->
         return
     from .errors import printable
 
+    def short(text: str, limit: int = 300) -> str:
+        return printable(text if len(text) <= limit else text[:limit] + "...")
+
     for warning in warnings:
-        sys.stderr.write(f"warning: {printable(warning.key_path)}: {printable(warning.message)}\n")
+        sys.stderr.write(f"warning: {short(warning.key_path)}: {short(warning.message)}\n")
     sys.stdout.write(f"ok: {len(warnings)} warning(s); policy_hash {runner.policy_hash()}\n")
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .errors import InvalidConfig
 from .files import read_untrusted_file
@@ -18,13 +18,23 @@ MAX_CONFIG_BYTES = 1024 * 1024
 DEFAULT_PRESET = "readonly"
 
 
+def _plain_path(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a path cannot hold a NUL character")
+    return value
+
+
+# A path as written in zigclaw.toml: no NUL, a bounded length.
+PathText = Annotated[str, Field(max_length=4096), AfterValidator(_plain_path)]
+
+
 class _Section(BaseModel):
     # Unknown keys are warnings (see `unknown_keys`), so the model ignores them.
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
 class SecurityConfig(_Section):
-    workspace_root: str = "."
+    workspace_root: PathText = "."
     # Run guests on a worker thread the caller can give up on (see README); the CLI always does.
     guard_blocking_calls: bool = False
 
@@ -43,8 +53,8 @@ class NativeConfig(_Section):
 
 
 class ToolsConfig(_Section):
-    plugin_dir: str | None = None  # None: the package's built-in tools
-    external_dir: str = "./ext-tools"
+    plugin_dir: PathText | None = None  # None: the package's built-in tools
+    external_dir: PathText = "./ext-tools"
     registry: RegistryConfig = RegistryConfig()
     filter: FilterConfig = FilterConfig()
     native: NativeConfig = NativeConfig()
@@ -53,7 +63,7 @@ class ToolsConfig(_Section):
 class Preset(_Section):
     tools: list[str] = []
     allow_network: bool = False
-    allow_write_paths: list[str] = []
+    allow_write_paths: list[PathText] = []
 
 
 def _default_presets() -> dict[str, Preset]:
@@ -84,7 +94,10 @@ class LoadedConfig:
 
     def resolve(self, path: str) -> Path:
         """A config path made absolute: relative paths start at the config file's folder."""
-        candidate = Path(path).expanduser()
+        try:
+            candidate = Path(path).expanduser()
+        except RuntimeError as exc:  # `~user` for a user that does not exist
+            raise InvalidConfig(f"path {path!r} cannot be resolved: {exc}") from None
         return candidate if candidate.is_absolute() else self.base_dir / candidate
 
 

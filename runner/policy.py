@@ -68,6 +68,8 @@ class Mount:
 
 def check_tool_name(tool: str) -> Decision:
     """Step 1: a plain lowercase ASCII name; anything that could be a path is refused."""
+    if not isinstance(tool, str):
+        return Decision("tool.name", False, f"a tool name is a string, not {type(tool).__name__}")
     if _TOOL_NAME.fullmatch(tool):
         return Decision("tool.name", True, "plain tool name")
     shown = tool.encode("unicode_escape").decode("ascii")[:80]

@@ -229,6 +229,8 @@ class SchemaValidator:
             error = best_match(self._validator.iter_errors(value))
         except RecursionError:
             return "$: too deep to check (the value, or a schema $ref that refers to itself)"
+        except ValueError:  # e.g. an integer too long to show in the message
+            return "$: value cannot be checked (an integer with too many digits?)"
         if error is None:
             return None
         return f"{error.json_path}: {_elide(error.message)}"

@@ -90,6 +90,8 @@ class Runner:
     # --- policy -------------------------------------------------------------------------
 
     def active_preset(self, name: str | None = None) -> ActivePreset:
+        if name is not None and not isinstance(name, str):
+            raise ToolNotAllowed(f"a preset name is a string, not {type(name).__name__}")
         chosen = name if name is not None else self.loaded.config.capabilities.active_preset
         return ActivePreset(chosen, self.loaded.config.capabilities.presets.get(chosen))
 
@@ -141,6 +143,8 @@ class Runner:
 
     def explain_mount(self, path: str, preset: str | None = None) -> dict[str, Any]:
         """zigclaw's `policy explain --mount` JSON."""
+        if not isinstance(path, str):
+            raise TypeError(f"a mount path is a string, not {type(path).__name__}")
         active = self.active_preset(preset)
         decisions = self.write_path_decisions(active, require_existing=False)
         refused = {raw: d.reason for raw, d in decisions if not d.allowed}
@@ -198,9 +202,23 @@ class Runner:
     def run(self, tool: str, args: Any, *, preset: str | None = None) -> RunResult:
         """Decide, run and decode one call; raise the named error of the first step that fails.
 
-        `args` is the argument object (a dict) or its JSON text.
+        `args` is the argument object (a dict) or its JSON text. Safe from any thread:
+        a caller with a small stack has the whole call done on a worker with a large one
+        (JSON parsing and wasm both recurse on the native stack).
         """
+        from .sandbox.stack import has_room_for_wasm
+
+        if not has_room_for_wasm():
+            from .sandbox.wasi import runtime
+
+            return runtime().workers.call(lambda: self._run(tool, args, preset), timeout=None)
+        return self._run(tool, args, preset)
+
+    def _run(self, tool: Any, args: Any, preset: Any) -> RunResult:
         from .schema import parse_args
+
+        if not isinstance(tool, str):
+            raise InvalidToolName(f"a tool name is a string, not {type(tool).__name__}")
 
         active = self.active_preset(preset)
         decisions = self.static_decisions(tool, active)
@@ -234,8 +252,8 @@ class Runner:
                 cwd=policy.WORKSPACE_GUEST,
                 mounts=[Mount(m.host_path, m.guest_path, m.read_only) for m in mounts],
             )
-        except (TypeError, ValueError) as exc:
-            raise InvalidToolArgs(f"args cannot be encoded as JSON: {exc}") from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidToolArgs(f"args cannot be encoded as JSON: {type(exc).__name__}") from None
         from .sandbox.plan import Limits, RunPlan
         from .sandbox.wasi import runtime
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import runner as package
+import runner.errors as runner_errors
 from runner import (
     ExternalToolDenied,
     InvalidConfig,
@@ -196,3 +197,81 @@ def test_policy_hints_tell_the_user_what_to_do(runner: Runner) -> None:
         runner.run("fs_read", {"path": "x"})
     assert caught.value.hint is not None
     assert "policy explain" in caught.value.hint
+
+
+# --- whatever Python hands us, a named error or a TypeError, never a crash -------------------
+
+
+@pytest.mark.parametrize("tool", [None, 123, b"echo", ["echo"]])
+def test_a_tool_name_that_is_not_a_string_is_invalid_tool_name(tmp_path, monkeypatch, tool):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(runner_errors.InvalidToolName):
+        Runner.from_config().run(tool, {})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"text": 10**5000}, {"text": {1, 2}}, {"text": float("nan")}, {"text": "a\ud800"}],
+)
+def test_arguments_python_cannot_send_are_invalid_tool_args(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(runner_errors.InvalidToolArgs):
+        Runner.from_config().run("echo", args)
+
+
+def test_deeply_nested_arguments_are_invalid_tool_args(tmp_path, monkeypatch, toolbox, guest):
+    toolbox.add_tool("any", guest("exit_silent"))  # additionalProperties = true
+    toolbox.write_config(["any"])
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(runner_errors.InvalidToolArgs):
+        toolbox.runner().run("any", deep)
+
+
+def test_a_preset_name_that_is_not_a_string_is_tool_not_allowed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(runner_errors.ToolNotAllowed):
+        Runner.from_config().run("echo", {"text": "x"}, preset=["readonly"])
+
+
+def test_a_thread_with_a_tiny_stack_can_call_the_api(tmp_path, monkeypatch):
+    # JSON parsing and wasm both recurse on the native stack: the call moves to a worker.
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    runner = Runner.from_config()
+    outcomes: list = []
+
+    def call() -> None:
+        outcomes.append(runner.run("echo", {"text": "small"}).data)
+        try:
+            runner.run("echo", "[" * 60000)
+        except runner_errors.ZigclawError as exc:
+            outcomes.append(exc.name)
+
+    previous = threading.stack_size(128 * 1024)
+    try:
+        thread = threading.Thread(target=call)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    assert outcomes == [{"echo": "small"}, "InvalidToolArgs"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '[tools]\nexternal_dir = "~nosuchuser_zigclaw/x"\n',
+        '[security]\nworkspace_root = "a\\u0000b"\n',
+        '[capabilities.presets.readonly]\ntools = ["echo"]\nallow_write_paths = ["o\\u0000ut"]\n',
+    ],
+)
+def test_unusable_config_paths_are_invalid_config(tmp_path, body):
+    path = tmp_path / "zigclaw.toml"
+    path.write_text(body)
+    with pytest.raises(runner_errors.InvalidConfig):
+        Runner.from_config(path).run("echo", {"text": "x"})

@@ -311,12 +311,12 @@ class WasiRuntime:
                 )
             raise InvalidModule(f"{source} has an unsupported WebAssembly version")
         module = self._load_cached(digest)
+        from_disk = module is not None
         if module is None:
             try:
                 module = wasmtime.Module(self.engine, data)
             except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
                 raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
-            self.disk.store(digest, bytes(module.serialize()))
         for item in module.imports:
             if item.module != WASI_MODULE or item.name not in WASI_FUNCTIONS:
                 raise InvalidModule(
@@ -336,6 +336,8 @@ class WasiRuntime:
             pre = self.linker.instantiate_pre(module)
         except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
             raise InvalidModule(f"{source} cannot be linked: {first_line(str(exc))}") from None
+        if not from_disk:  # only modules that passed every check are worth keeping
+            self.disk.store(digest, bytes(module.serialize()))
         return CompiledModule(digest, module, pre, memory.limits.min * PAGE)
 
     def _load_cached(self, digest: str) -> wasmtime.Module | None:

@@ -53,8 +53,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._stuck = 0
 
-    def call(self, func: Callable[[], T], timeout: float) -> T:
-        """Run `func` on a worker; raise WorkerTimeout if it is not done within `timeout` s."""
+    def call(self, func: Callable[[], T], timeout: float | None) -> T:
+        """Run `func` on a worker; raise WorkerTimeout if it is not done within `timeout` s (None: wait)."""
         task = _Task(func)
         with self._lock:
             if self._stuck >= MAX_STUCK_WORKERS:
