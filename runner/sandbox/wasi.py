@@ -13,11 +13,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import wasmtime
 from wasmtime import _ffi as ffi
@@ -34,6 +32,7 @@ from ..errors import (
 from ..policy import Mount
 from .cache import ModuleCache, default_cache_dir, engine_key
 from .heartbeat import Heartbeat
+from .interrupts import NO_FINALIZER, ON_EPOCH, STOP_TIMEOUT, RunState, bind, poll_oneoff
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
 from .stack import has_room_for_wasm
@@ -92,7 +91,6 @@ WASI_FUNCTIONS = frozenset(
     )
 )
 PAGE = 65536
-MAX_POLL_SUBSCRIPTIONS = 4096
 MAX_TABLE_ELEMENTS = 1_000_000
 _DISABLED_FEATURES = (
     "wasm_threads",
@@ -110,137 +108,6 @@ _DISABLED_FEATURES = (
 BLOCKED_GRACE_SECONDS = 0.5
 _WASM_MAGIC = b"\0asm"
 _CORE_VERSION = b"\x01\x00\x00\x00"
-
-# WASI errno values used by the shadowed poll_oneoff.
-_ERRNO_SUCCESS, _ERRNO_FAULT, _ERRNO_INTR, _ERRNO_INVAL = 0, 21, 27, 28
-_SUBSCRIPTION = struct.Struct("<QB")  # userdata, tag (then a union at offset 16)
-_CLOCK = struct.Struct("<I4xQQH")  # clock id, timeout ns, precision, flags
-_EVENT = struct.Struct("<QHB5xQH6x")  # userdata, errno, type, nbytes, flags
-_SUBSCRIPTION_SIZE = 48
-_ABSTIME = 1
-_LAST_CLOCK_ID = 3  # realtime, monotonic, process and thread CPU time
-
-# Why a running guest must stop; set from any thread, read by the guest's thread.
-STOP_TIMEOUT = "timeout"
-
-
-class _RunState:
-    """What the epoch callback and host functions of one run need to know."""
-
-    __slots__ = ("deadline", "stop_reason")
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.stop_reason: str | None = None
-
-    def request_stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-
-    def should_stop(self) -> bool:
-        if self.stop_reason is None and time.monotonic() >= self.deadline:
-            self.stop_reason = STOP_TIMEOUT
-        return self.stop_reason is not None
-
-
-_current = threading.local()
-
-
-def _state() -> _RunState | None:
-    return getattr(_current, "state", None)
-
-
-# --- the epoch callback: runs on the guest's thread at every tick -------------------
-
-_CALLBACK_TYPE = ctypes.CFUNCTYPE(
-    ctypes.c_size_t,
-    ctypes.POINTER(ffi.wasmtime_context_t),
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_uint64),
-    ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
-)
-_FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_NO_FINALIZER = _FINALIZER_TYPE()  # a NULL function pointer
-_UPDATE_CONTINUE = 0
-
-
-def _on_epoch(_context: Any, _env: Any, delta: Any, kind: Any) -> int:
-    state = _state()
-    if state is None or state.should_stop():
-        error = ffi.wasmtime_error_new(b"zigclaw: guest stopped by the runner")
-        return ctypes.cast(error, ctypes.c_void_p).value or 0
-    delta[0] = 1
-    kind[0] = _UPDATE_CONTINUE
-    return 0
-
-
-_ON_EPOCH = _CALLBACK_TYPE(_on_epoch)
-
-
-# --- the shadowed poll_oneoff ---------------------------------------------------------
-
-
-def _poll_oneoff(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevents_ptr: int) -> int:
-    try:
-        return _poll(caller, in_ptr, out_ptr, count, nevents_ptr)
-    except Exception:  # never raise through wasmtime-py
-        return _ERRNO_FAULT
-
-
-def _poll(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevents_ptr: int) -> int:
-    memory = caller.get("memory")
-    state = _state()
-    if not isinstance(memory, wasmtime.Memory) or state is None:
-        return _ERRNO_FAULT
-    if count <= 0 or count > MAX_POLL_SUBSCRIPTIONS:
-        return _ERRNO_INVAL
-    size = memory.data_len(caller)
-    end_in = in_ptr + count * _SUBSCRIPTION_SIZE
-    if in_ptr < 0 or end_in > size or out_ptr < 0 or out_ptr + count * _EVENT.size > size:
-        return _ERRNO_FAULT
-    if nevents_ptr < 0 or nevents_ptr + 4 > size:
-        return _ERRNO_FAULT
-    raw = bytes(memory.read(caller, in_ptr, end_in))
-    now = time.monotonic_ns()
-    clocks: list[tuple[int, int]] = []  # (userdata, wake time in monotonic ns)
-    ready: list[tuple[int, int]] = []  # (userdata, event type) for fd subscriptions
-    for index in range(count):
-        offset = index * _SUBSCRIPTION_SIZE
-        userdata, tag = _SUBSCRIPTION.unpack_from(raw, offset)
-        if tag == 0:
-            clock_id, timeout, _precision, flags = _CLOCK.unpack_from(raw, offset + 16)
-            if clock_id > _LAST_CLOCK_ID:
-                return _ERRNO_INVAL
-            if flags & _ABSTIME:
-                base = time.time_ns() if clock_id == 0 else now
-                wake = now + max(0, timeout - base)
-            else:
-                wake = now + timeout
-            clocks.append((userdata, wake))
-        elif tag in (1, 2):
-            ready.append((userdata, tag))
-        else:
-            return _ERRNO_INVAL
-    if not ready and clocks:
-        wake_at = min(wake for _, wake in clocks)
-        while True:
-            if state.should_stop():
-                return _ERRNO_INTR
-            remaining = wake_at - time.monotonic_ns()
-            if remaining <= 0:
-                break
-            time.sleep(min(remaining / 1e9, 0.01))
-        now = time.monotonic_ns()
-    events = [(userdata, tag, 1) for userdata, tag in ready]
-    events += [(userdata, 0, 0) for userdata, wake in clocks if wake <= now]
-    out = bytearray()
-    for userdata, event_type, nbytes in events:
-        out += _EVENT.pack(userdata, _ERRNO_SUCCESS, event_type, nbytes, 0)
-    if out:
-        memory.write(caller, bytes(out), out_ptr)
-    memory.write(caller, struct.pack("<I", len(events)), nevents_ptr)
-    return _ERRNO_SUCCESS
-
 
 # --- the runtime: engine, linker, ticker, module cache ---------------------------------
 
@@ -275,7 +142,7 @@ class WasiRuntime:
             WASI_MODULE,
             "poll_oneoff",
             wasmtime.FuncType([i32, i32, i32, i32], [i32]),
-            _poll_oneoff,
+            poll_oneoff,
             access_caller=True,
         )
         settings = "fuel;epoch;off=" + ",".join(_DISABLED_FEATURES)
@@ -380,7 +247,7 @@ class WasiRuntime:
     def _run(self, plan: RunPlan, compiled: CompiledModule) -> SandboxResult:
         limits = plan.limits
         started = time.monotonic()
-        state = _RunState(started + limits.max_runtime_ms / 1000)
+        state = RunState(started + limits.max_runtime_ms / 1000)
         sinks: list[BoundedSink] = []
         store = wasmtime.Store(self.engine)
         try:
@@ -398,7 +265,7 @@ class WasiRuntime:
                 memories=1,
             )
             store.set_epoch_deadline(1)
-            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _ON_EPOCH, None, _NO_FINALIZER)
+            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), ON_EPOCH, None, NO_FINALIZER)
             store.set_wasi(self._wasi_config(plan, sinks[0], sinks[1]))
             for sink in sinks:
                 sink.close_write_end()
@@ -473,8 +340,8 @@ class WasiRuntime:
         finally:
             os.close(fd)  # wasmtime holds its own descriptor now
 
-    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: _RunState) -> _Outcome:
-        _current.state = state
+    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> _Outcome:
+        bind(state)
         self.heartbeat.hold()
         exports = None
         try:
@@ -490,7 +357,7 @@ class WasiRuntime:
             code, failure = -1, exc
         finally:
             self.heartbeat.release()
-            _current.state = None
+            bind(None)
         memory_bytes = 0
         if exports is not None and (failure is not None or code != 0):  # only a failure asks why
             memory = exports.get("memory")
