@@ -341,3 +341,22 @@ def test_growing_memory_exactly_to_the_cap_is_allowed(guest):
         stdin=b"",
     )
     assert runtime().run(plan).exit_code == 0  # 64 pages = the 4 MiB cap: allowed
+
+
+def test_an_absolute_monotonic_sleep_waits_on_the_guests_own_clock(guest):
+    import hashlib
+
+    from runner.sandbox.plan import Limits, RunPlan
+    from runner.sandbox.wasi import runtime
+
+    module = guest("sleep_until")
+    plan = RunPlan(
+        tool="sleeper",
+        module_path=Path("sleep_until.wasm"),
+        module_bytes=module,
+        module_sha256=hashlib.sha256(module).hexdigest(),
+        mounts=(),
+        limits=Limits(5000, 10**9, 4 * 1024 * 1024, 65536, 65536),
+        stdin=b"",
+    )
+    assert runtime().run(plan).exit_code == 0  # its clock moved >= 90 ms across the sleep

@@ -35,11 +35,14 @@ STOP_TIMEOUT = "timeout"
 class RunState:
     """What the epoch callback and host functions of one run need to know."""
 
-    __slots__ = ("deadline", "stop_reason")
+    __slots__ = ("deadline", "monotonic_base_ns", "stop_reason")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.stop_reason: str | None = None
+        # wasmtime's guest monotonic clock counts from when the WASI context was made;
+        # the runner sets this then, to turn the guest's absolute times into ours.
+        self.monotonic_base_ns = time.monotonic_ns()
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -125,7 +128,8 @@ def _poll(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevent
             if clock_id > _LAST_CLOCK_ID:
                 return _ERRNO_INVAL
             if flags & _ABSTIME:
-                base = time.time_ns() if clock_id == 0 else now
+                # The guest's "now" on that clock, to measure its absolute timeout against.
+                base = time.time_ns() if clock_id == 0 else now - state.monotonic_base_ns
                 wake = now + max(0, timeout - base)
             else:
                 wake = now + timeout
