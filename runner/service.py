@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,6 +288,11 @@ class Runner:
         if abi_fingerprint(manifest.args) != entry.abi:
             raise ToolAbiMismatch(f"args schema of '{tool}' does not match the registry fingerprint")
 
+    @functools.cached_property
+    def _protected(self) -> list[tuple[str, str]]:
+        """`_protected_paths`, worked out once per Runner (each is several system calls)."""
+        return self._protected_paths()
+
     def _protected_paths(self) -> list[tuple[str, str]]:
         """Real paths no write mount may contain: a tool could rewrite its own policy or code,
         plant compiled code in the module cache, or plant code a shell runs (the home folder)."""
@@ -313,7 +319,9 @@ class Runner:
 
         `policy explain` passes require_existing=False: a folder made later is fine.
         """
-        protected = self._protected_paths()
+        if not active.write_paths:
+            return []
+        protected = self._protected
         paths = [
             (raw, self._config_path(raw, f"preset '{active.name}' write path")) for raw in active.write_paths
         ]
