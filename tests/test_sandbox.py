@@ -63,6 +63,26 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _run_direct(module: bytes, limits: tuple[int, ...], stdin: bytes = b"", mounts=(), guard=False):
+    """Run module bytes straight through the sandbox (no manifest, no protocol), as `runtime().run`."""
+    import hashlib
+
+    from runner.sandbox.plan import Limits, RunPlan
+    from runner.sandbox.wasi import runtime
+
+    plan = RunPlan(
+        tool="direct",
+        module_path=Path("direct.wasm"),
+        module_bytes=module,
+        module_sha256=hashlib.sha256(module).hexdigest(),
+        mounts=tuple(mounts),
+        limits=Limits(*limits),
+        stdin=stdin,
+        guard_blocking_calls=guard,
+    )
+    return runtime().run(plan)
+
+
 @pytest.mark.parametrize(
     ("guest_name", "fields", "expected"), HOSTILE, ids=[f"{g}-{e}" for g, _, e in HOSTILE]
 )
@@ -143,23 +163,12 @@ PROBE_DENIED = [
 
 
 def _probe(guest, workspace: Path, write_dir: Path, ops: list[str]) -> list[str]:
-    import hashlib
-
     from runner.policy import Mount
-    from runner.sandbox.plan import Limits, RunPlan
-    from runner.sandbox.wasi import runtime
 
-    module = guest("probe")
-    plan = RunPlan(
-        tool="probe",
-        module_path=Path("probe.wasm"),
-        module_bytes=module,
-        module_sha256=hashlib.sha256(module).hexdigest(),
-        mounts=(Mount(str(workspace), "/workspace", True), Mount(str(write_dir), "/write/out", False)),
-        limits=Limits(5000, 10**10, 64 << 20, 65536, 65536),
-        stdin="\n".join(ops).encode(),
+    mounts = (Mount(str(workspace), "/workspace", True), Mount(str(write_dir), "/write/out", False))
+    result = _run_direct(
+        guest("probe"), (5000, 10**10, 64 << 20, 65536, 65536), "\n".join(ops).encode(), mounts
     )
-    result = runtime().run(plan)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert lines[0] == "argc 0"  # no argv reaches the guest
@@ -224,28 +233,15 @@ def test_two_threads_run_guests_concurrently_with_their_own_limits(toolbox, gues
 
 def test_guest_blocked_on_a_fifo_in_its_workspace_is_abandoned_at_its_deadline(guest, tmp_path):
     # A read from a FIFO blocks inside a host call, where the epoch cannot reach.
-    import hashlib
-
     from runner.policy import Mount
-    from runner.sandbox.plan import Limits, RunPlan
-    from runner.sandbox.wasi import runtime
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
     os.mkfifo(workspace / "pipe")
-    module = guest("probe")
-    plan = RunPlan(
-        tool="probe",
-        module_path=Path("probe.wasm"),
-        module_bytes=module,
-        module_sha256=hashlib.sha256(module).hexdigest(),
-        mounts=(Mount(str(workspace), "/workspace", True),),
-        limits=Limits(200, 10**10, 64 << 20, 65536, 65536),
-        stdin=b"read /workspace/pipe",
-        guard_blocking_calls=True,
-    )
+    mounts = (Mount(str(workspace), "/workspace", True),)
     with pytest.raises(runner.ToolTimeout, match="blocked in a host call"):
-        runtime().run(plan)
+        limits = (200, 10**10, 64 << 20, 65536, 65536)
+        _run_direct(guest("probe"), limits, b"read /workspace/pipe", mounts, guard=True)
     # Unblock the abandoned worker so it can clean up behind us.
     with open(workspace / "pipe", "wb"):
         pass
@@ -323,40 +319,11 @@ def test_deep_recursion_from_a_small_stack_thread_is_a_trap_not_a_crash(toolbox,
     assert done.stdout.strip() == "ToolTrap"
 
 
-
 def test_growing_memory_exactly_to_the_cap_is_allowed(guest):
-    import hashlib
-
-    from runner.sandbox.plan import Limits, RunPlan
-    from runner.sandbox.wasi import runtime
-
-    module = guest("grow_to_cap")
-    plan = RunPlan(
-        tool="grow",
-        module_path=Path("grow_to_cap.wasm"),
-        module_bytes=module,
-        module_sha256=hashlib.sha256(module).hexdigest(),
-        mounts=(),
-        limits=Limits(2000, 10**9, 4 * 1024 * 1024, 65536, 65536),
-        stdin=b"",
-    )
-    assert runtime().run(plan).exit_code == 0  # 64 pages = the 4 MiB cap: allowed
+    result = _run_direct(guest("grow_to_cap"), (2000, 10**9, 4 * 1024 * 1024, 65536, 65536))
+    assert result.exit_code == 0  # 64 pages = the 4 MiB cap: allowed
 
 
 def test_an_absolute_monotonic_sleep_waits_on_the_guests_own_clock(guest):
-    import hashlib
-
-    from runner.sandbox.plan import Limits, RunPlan
-    from runner.sandbox.wasi import runtime
-
-    module = guest("sleep_until")
-    plan = RunPlan(
-        tool="sleeper",
-        module_path=Path("sleep_until.wasm"),
-        module_bytes=module,
-        module_sha256=hashlib.sha256(module).hexdigest(),
-        mounts=(),
-        limits=Limits(5000, 10**9, 4 * 1024 * 1024, 65536, 65536),
-        stdin=b"",
-    )
-    assert runtime().run(plan).exit_code == 0  # its clock moved >= 90 ms across the sleep
+    result = _run_direct(guest("sleep_until"), (5000, 10**9, 4 * 1024 * 1024, 65536, 65536))
+    assert result.exit_code == 0  # its clock moved >= 90 ms across the sleep
