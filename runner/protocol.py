@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ class Response:
     def data(self) -> Any:
         try:
             value = json.loads(self.data_json, parse_constant=_not_json)
-            _check_unicode(value)
+            _check_unicode(value, self.data_json)
         except (ValueError, RecursionError):
             return self.data_json
         return value
@@ -65,8 +66,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _check_unicode(value: Any) -> None:
-    """Raise ValueError if any string in `value` holds a lone surrogate (not encodable as UTF-8)."""
+# A lone surrogate can only come from a \\uD800-\\uDFFF escape: text without one needs no walk.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_unicode(value: Any, source: str) -> None:
+    """Raise ValueError if any string in `value`, parsed from JSON `source`, holds a lone surrogate."""
+    if _SURROGATE_ESCAPE.search(source) is None:
+        return
     stack = [value]
     while stack:
         item = stack.pop()
@@ -121,7 +128,7 @@ def decode_response(raw: bytes, request_id: str) -> Response:
         stderr=_field(obj, "stderr", str, ""),
     )
     try:
-        _check_unicode([response.data_json, response.stdout, response.stderr])
+        _check_unicode([response.data_json, response.stdout, response.stderr], text)
     except ValueError:
         raise MalformedResponse("response holds a lone surrogate (\\ud800-\\udfff), not text") from None
     return response
