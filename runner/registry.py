@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import InvalidToolName, ZigclawError
-from .manifest import TOOL_NAME_PATTERN, Manifest, load_manifest
+from .manifest import Manifest, load_manifest
+from .policy import check_tool_name
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "_builtin"
 REGISTRY_FILE = "registry.json"
 
 ORIGIN_BUILTIN = "built-in"
 ORIGIN_EXTERNAL = "external"
-_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class ToolEntry:
     @property
     def runnable_name(self) -> bool:
         """Whether `tools run` could ever accept this name (`Foo.toml` never runs as `Foo`)."""
-        return _TOOL_NAME.fullmatch(self.name) is not None
+        return check_tool_name(self.name).allowed
 
 
 def manifest_stems(folder: Path) -> list[str]:
@@ -89,7 +88,7 @@ def discover(plugin_dir: Path, external_dir: Path) -> list[ToolEntry]:
                 continue  # built-ins load only from plugin_dir, externals only from external_dir
             manifest: Manifest | None = None
             error: ZigclawError | None = None
-            if _TOOL_NAME.fullmatch(name) is None:
+            if not check_tool_name(name).allowed:
                 error = InvalidToolName(f"file name '{name}.toml' is not a valid tool name")
             else:
                 try:

@@ -148,7 +148,7 @@ class Runner:
             raise TypeError(f"a mount path is a string, not {type(path).__name__}")
         active = self.active_preset(preset)
         decisions = self.write_path_decisions(active, require_existing=False)
-        refused = {raw: d.reason for raw, d in decisions if not d.allowed}
+        refused = {raw: d.reason for raw, _real, d in decisions if not d.allowed}
         return policy.explain_mount(self.loaded.config.security.workspace_root, active, path, refused)
 
     # --- tools --------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class Runner:
                     warnings.append(
                         Warning_(f"capabilities.presets.{name}.tools", f"'{tool}' is not a known tool")
                     )
-            for _raw, decision in self.write_path_decisions(active):
+            for _raw, _real, decision in self.write_path_decisions(active):
                 if not decision.allowed:
                     warnings.append(
                         Warning_(f"capabilities.presets.{name}.allow_write_paths", decision.reason)
@@ -314,64 +314,51 @@ class Runner:
 
     def write_path_decisions(
         self, active: ActivePreset, *, require_existing: bool = True
-    ) -> list[tuple[str, Decision]]:
-        """Each of the preset's write paths with the decision on mounting it.
+    ) -> list[tuple[str, str, Decision]]:
+        """Each of the preset's write paths, its real path, and the decision on mounting it.
 
         `policy explain` passes require_existing=False: a folder made later is fine.
         """
         if not active.write_paths:
             return []
-        protected = self._protected
-        paths = [
-            (raw, self._config_path(raw, f"preset '{active.name}' write path")) for raw in active.write_paths
-        ]
-        reals = [os.path.realpath(path) for _, path in paths]
-        workspace = self._config_path(self.loaded.config.security.workspace_root, "security.workspace_root")
+        paths = [self.loaded.resolve(raw) for raw in active.write_paths]
+        reals = [os.path.realpath(path) for path in paths]
+        workspace = (os.path.normpath(self.workspace), os.path.realpath(self.workspace))
         taken: set[str] = set()
-        out: list[tuple[str, Decision]] = []
-        for (raw, path), real in zip(paths, reals, strict=True):
+        out: list[tuple[str, str, Decision]] = []
+        for raw, path, real in zip(active.write_paths, paths, reals, strict=True):
+            literal = os.path.normpath(path)
             decision = policy.check_write_path(
                 raw,
-                os.path.normpath(path),
+                literal,
                 real,
                 exists=_is_dir(path) or not require_existing,
                 taken=taken,
-                protected=protected,
-                workspace=(os.path.normpath(workspace), os.path.realpath(workspace)),
+                protected=self._protected,
+                workspace=workspace,
                 siblings=reals,
             )
             if decision.allowed:
-                taken.add(policy.write_mount_name(os.path.normpath(path)))
-            out.append((raw, decision))
+                taken.add(policy.write_mount_name(literal))
+            out.append((raw, real, decision))
         return out
-
-    def _config_path(self, raw: str, key: str) -> Path:
-        """A path from the config made absolute, or InvalidConfig naming the key."""
-        if "\0" in raw:
-            raise InvalidConfig(f"{key} holds a NUL character")
-        try:
-            return self.loaded.resolve(raw)
-        except RuntimeError as exc:  # `~user` for a user that does not exist
-            raise InvalidConfig(f"{key} {raw!r} cannot be resolved: {exc}") from None
 
     def _mounts(self, active: ActivePreset) -> list[Mount]:
         """The workspace and the preset's write paths, checked, with the identity each had then."""
-        workspace = self._config_path(self.loaded.config.security.workspace_root, "security.workspace_root")
-        if not _is_dir(workspace):
+        if not _is_dir(self.workspace):
             raise InvalidConfig(
-                f"security.workspace_root {workspace} is not an existing folder",
+                f"security.workspace_root {self.workspace} is not an existing folder",
                 hint="create the folder or fix security.workspace_root in zigclaw.toml.",
             )
         writes: list[tuple[str, tuple[int, int]]] = []
-        for raw, decision in self.write_path_decisions(active):
+        for _raw, real, decision in self.write_path_decisions(active):
             if not decision.allowed:
                 raise InvalidConfig(
                     f"preset '{active.name}': {decision.reason}",
                     hint="fix allow_write_paths; `zigclaw config validate` lists every problem.",
                 )
-            real = os.path.realpath(self.loaded.resolve(raw))
             writes.append((real, _identity(real)))
-        real_workspace = os.path.realpath(workspace)
+        real_workspace = os.path.realpath(self.workspace)
         return policy.plan_mounts((real_workspace, _identity(real_workspace)), writes)
 
 
