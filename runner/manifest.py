@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,6 +88,13 @@ class Manifest(BaseModel):
     def output_validator(self) -> SchemaValidator | None:
         return None if self.output is None else SchemaValidator(self.output)
 
+    @cached_property
+    def abi(self) -> str:
+        """The ABI fingerprint of the args schema, as the built-in registry records it."""
+        from .abi import abi_fingerprint
+
+        return abi_fingerprint(self.args)
+
     @property
     def module_file(self) -> str:
         """The module's file name inside the tool's folder."""
@@ -139,8 +147,7 @@ _manifests: IdentityCache[Manifest] = IdentityCache(256)
 
 def load_manifest(folder: Path, tool: str) -> Manifest:
     """Load `<folder>/<tool>.toml`; ToolNotFound when absent, InvalidManifest when unusable."""
-    path = folder / f"{tool}.toml"
-    source = str(path)
+    path = source = os.path.join(folder, f"{tool}.toml")  # os.path: pathlib costs more per run
     try:
         return _manifests.load(
             path, MAX_MANIFEST_BYTES, lambda data: parse_manifest(data, stem=tool, source=source)

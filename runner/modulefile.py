@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import InvalidModule
 from .files import IdentityCache
@@ -21,7 +20,7 @@ MAX_MODULE_BYTES = 512 * 1024 * 1024
 class ModuleFile:
     """A module's bytes and their SHA-256."""
 
-    path: Path
+    path: str
     data: bytes
     sha256: str
 
@@ -29,7 +28,7 @@ class ModuleFile:
 _modules: IdentityCache[ModuleFile] = IdentityCache(64)
 
 
-def read_module(path: Path) -> ModuleFile:
+def read_module(path: str) -> ModuleFile:
     """The module at `path` (a regular file, not a symlink), or InvalidModule."""
     try:
         return _modules.load(

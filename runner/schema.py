@@ -226,6 +226,8 @@ class SchemaValidator:
         from jsonschema.exceptions import best_match
 
         try:
+            if self._validator.is_valid(value):  # the common case, without ranking errors
+                return None
             error = best_match(self._validator.iter_errors(value))
         except RecursionError:
             return "$: too deep to check (the value, or a schema $ref that refers to itself)"

@@ -33,6 +33,8 @@ from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
 from .schema import validate_args
 
 STDERR_EXCERPT_BYTES = 512
+# How many (tool, preset) pairs a Runner remembers as allowed by the static steps.
+MAX_REMEMBERED_CALLS = 1024
 
 
 # Folders whose contents the host runs or trusts; no write mount may contain one.
@@ -77,6 +79,11 @@ class Runner:
         self.external_dir = loaded.resolve(config.tools.external_dir)
         self.workspace = loaded.resolve(config.security.workspace_root)
         self.registry = load_registry()
+        # Decided once per Runner (the config cannot change under it); bounded, since
+        # API callers can ask for any name.
+        self._presets: dict[str | None, ActivePreset] = {}
+        self._allowed: dict[tuple[str, str], tuple[Decision, ...]] = {}
+        self._mount_plans: dict[str, tuple[tuple[tuple[int, int], ...], list[Mount]]] = {}
 
     @classmethod
     def from_config(
@@ -93,8 +100,14 @@ class Runner:
     def active_preset(self, name: str | None = None) -> ActivePreset:
         if name is not None and not isinstance(name, str):
             raise ToolNotAllowed(f"a preset name is a string, not {type(name).__name__}")
+        known = self._presets.get(name)
+        if known is not None:
+            return known
         chosen = name if name is not None else self.loaded.config.capabilities.active_preset
-        return ActivePreset(chosen, self.loaded.config.capabilities.presets.get(chosen))
+        active = ActivePreset(chosen, self.loaded.config.capabilities.presets.get(chosen))
+        if active.preset is not None or name is None:
+            self._presets[name] = active
+        return active
 
     def policy_hash(self, preset: str | None = None) -> str:
         return policy.policy_hash(self.loaded.config.security.workspace_root, self.active_preset(preset))
@@ -104,6 +117,18 @@ class Runner:
 
     def static_decisions(self, tool: str, active: ActivePreset) -> list[Decision]:
         """Steps 1-3 of SPEC 4, stopping at the first denial."""
+        key = (tool, active.name)
+        allowed = self._allowed.get(key)
+        if allowed is not None:
+            return list(allowed)
+        decisions = self._static_decisions(tool, active)
+        if all(d.allowed for d in decisions):
+            if len(self._allowed) >= MAX_REMEMBERED_CALLS:
+                self._allowed.clear()
+            self._allowed[key] = tuple(decisions)
+        return decisions
+
+    def _static_decisions(self, tool: str, active: ActivePreset) -> list[Decision]:
         decisions = [policy.check_tool_name(tool)]
         if decisions[-1].allowed:
             decisions.append(policy.preset_gate(active, tool))
@@ -227,7 +252,7 @@ class Runner:
             _raise_if_denied(decision, tool)
         manifest = load_manifest(self.folder_for(tool), tool)
         self._check_registry(tool, manifest)
-        module = read_module(self.folder_for(tool) / manifest.module_file)
+        module = read_module(os.path.join(self.folder_for(tool), manifest.module_file))
         digest = module.sha256
         for decision in (
             policy.integrity_check(manifest.sha256, digest),
@@ -280,12 +305,10 @@ class Runner:
     def _check_registry(self, tool: str, manifest: Manifest) -> None:
         if not self.is_builtin(tool) or not self.loaded.config.tools.registry.strict:
             return
-        from .abi import abi_fingerprint
-
         entry = self.registry.get(tool)
         if entry is None:
             raise ToolNotInRegistry(f"built-in tool '{tool}' is not in the compiled registry")
-        if abi_fingerprint(manifest.args) != entry.abi:
+        if manifest.abi != entry.abi:
             raise ToolAbiMismatch(f"args schema of '{tool}' does not match the registry fingerprint")
 
     @functools.cached_property
@@ -344,7 +367,26 @@ class Runner:
         return out
 
     def _mounts(self, active: ActivePreset) -> list[Mount]:
-        """The workspace and the preset's write paths, checked, with the identity each had then."""
+        """The workspace and the preset's write paths, checked, with the identity each had then.
+
+        The checks resolve every path (several system calls each); their result is
+        reused while each configured path still names the same folder (one stat
+        each). The sandbox compares each folder's identity again when it maps it.
+        """
+        paths = [self.workspace, *(self.loaded.resolve(raw) for raw in active.write_paths)]
+        try:
+            seen = tuple(_stat_identity(path) for path in paths)
+        except OSError:
+            seen = None
+        known = self._mount_plans.get(active.name)
+        if seen is not None and known is not None and known[0] == seen:
+            return known[1]
+        mounts = self._check_mounts(active)
+        if seen is not None and len(self._mount_plans) < MAX_REMEMBERED_CALLS:
+            self._mount_plans[active.name] = (seen, mounts)
+        return mounts
+
+    def _check_mounts(self, active: ActivePreset) -> list[Mount]:
         if not _is_dir(self.workspace):
             raise InvalidConfig(
                 f"security.workspace_root {self.workspace} is not an existing folder",
@@ -367,6 +409,11 @@ def _is_dir(path: Path) -> bool:
         return path.is_dir()
     except (OSError, ValueError):  # a name too long, say
         return False
+
+
+def _stat_identity(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return (info.st_dev, info.st_ino)
 
 
 def _identity(real: str) -> tuple[int, int]:

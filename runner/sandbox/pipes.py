@@ -31,7 +31,8 @@ class BoundedSink:
         self.name = name
         self.cap = cap
         self._on_overflow = on_overflow
-        self._buffer = bytearray()
+        self._chunks: list[bytes] = []
+        self._kept = 0
         self._lock = threading.Lock()
         self.overflowed = False
         read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
@@ -62,9 +63,11 @@ class BoundedSink:
                 return
             if not chunk:
                 return
-            room = self.cap - len(self._buffer)
+            room = self.cap - self._kept
             if room > 0:
-                self._buffer += chunk[:room]
+                kept = chunk if len(chunk) <= room else chunk[:room]
+                self._chunks.append(kept)  # no copy: most output arrives in one read
+                self._kept += len(kept)
             if len(chunk) > room and not self.overflowed:
                 self.overflowed = True
                 self._on_overflow(self.name)
@@ -85,7 +88,7 @@ class BoundedSink:
             if self._read_fd is not None:
                 os.close(self._read_fd)
                 self._read_fd = None
-        return bytes(self._buffer)
+        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
 
 
 _active: set[BoundedSink] = set()

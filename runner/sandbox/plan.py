@@ -25,7 +25,7 @@ class RunPlan:
     """One decided run: which module bytes, which mounts, which limits, what goes on stdin."""
 
     tool: str
-    module_path: Path
+    module_path: str | Path
     module_bytes: bytes
     module_sha256: str
     mounts: Sequence[Mount]

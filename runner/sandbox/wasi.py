@@ -343,7 +343,7 @@ class WasiRuntime:
 
     def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> _Outcome:
         bind(state)
-        self.heartbeat.hold()
+        beat = self.heartbeat.hold()
         exports = None
         try:
             instance = compiled.pre.instantiate(store)  # runs the module's start function, if any
@@ -357,7 +357,7 @@ class WasiRuntime:
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             code, failure = -1, exc
         finally:
-            self.heartbeat.release()
+            self.heartbeat.release(beat)
             bind(None)
         memory_bytes = 0
         if exports is not None and (failure is not None or code != 0):  # only a failure asks why
