@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -23,16 +24,27 @@ def new_request_id() -> str:
 def encode_request(
     *, request_id: str, tool: str, args: dict[str, Any], cwd: str, mounts: Sequence[Mount]
 ) -> bytes:
-    """The request bytes: `args` travels serialised as the string `args_json`."""
-    request = {
-        "protocol_version": PROTOCOL_VERSION,
-        "request_id": request_id,
-        "tool": tool,
-        "args_json": json.dumps(args, separators=(",", ":"), ensure_ascii=False, allow_nan=False),
-        "cwd": cwd,
-        "mounts": [mount.to_json() for mount in mounts],
-    }
-    return json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The request bytes: `args` travels serialised as the string `args_json`.
+
+    Keys in zigclaw's order: protocol_version, request_id, tool, args_json, cwd, mounts.
+    """
+    args_json = json.dumps(args, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = (
+        f'{{"protocol_version":{PROTOCOL_VERSION},"request_id":{_string(request_id)},'
+        f'"tool":{_string(tool)},"args_json":{_string(args_json)},{_tail(cwd, tuple(mounts))}}}'
+    )
+    return text.encode("utf-8")
+
+
+def _string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _tail(cwd: str, mounts: tuple[Mount, ...]) -> str:
+    """`"cwd":...,"mounts":[...]`, the same for every call with the same mounts."""
+    listed = json.dumps([mount.to_json() for mount in mounts], separators=(",", ":"), ensure_ascii=False)
+    return f'"cwd":{_string(cwd)},"mounts":{listed}'
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,7 @@ class Runner:
                 tool=tool,
                 args=args,
                 cwd=policy.WORKSPACE_GUEST,
-                mounts=[Mount(m.host_path, m.guest_path, m.read_only) for m in mounts],
+                mounts=mounts,
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidToolArgs(f"args cannot be encoded as JSON: {type(exc).__name__}") from None

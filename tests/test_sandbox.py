@@ -60,7 +60,10 @@ NOT_CORE_MODULES = [
 
 
 def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    """Open descriptors, not counting the idle pipes the sandbox keeps for reuse (a bounded pool)."""
+    from runner.sandbox.pipes import idle_descriptors
+
+    return len(os.listdir("/proc/self/fd")) - idle_descriptors()
 
 
 def _run_direct(module: bytes, limits: tuple[int, ...], stdin: bytes = b"", mounts=(), guard=False):
@@ -327,3 +330,32 @@ def test_growing_memory_exactly_to_the_cap_is_allowed(guest):
 def test_an_absolute_monotonic_sleep_waits_on_the_guests_own_clock(guest):
     result = _run_direct(guest("sleep_until"), (5000, 10**9, 4 * 1024 * 1024, 65536, 65536))
     assert result.exit_code == 0  # its clock moved >= 90 ms across the sleep
+
+
+def test_reused_output_pipes_are_bounded_and_never_carry_old_bytes():
+    from runner.sandbox import pipes
+
+    sinks = [pipes.capture("stdout", 1000, lambda name: None) for _ in range(3 * pipes._POOL_PER_SIZE)]
+    for sink in sinks:
+        os.write(sink.write_fd, b"old")
+        assert sink.finish() == b"old"
+    assert pipes.idle_descriptors() <= 2 * pipes._POOL_PER_SIZE * 2  # two sizes at most so far
+    # Bytes that reach an idle pipe after it was drained: that pipe is dropped, not reused.
+    stale = pipes._pool._idle[pipes._DEFAULT_PIPE][-1]
+    os.write(stale[1], b"stale")
+    fresh = pipes.capture("stdout", 1000, lambda name: None)
+    assert (fresh._read_fd, fresh.write_fd) != stale  # the next idle pipe, not the stale one
+    assert stale not in pipes._pool._idle[pipes._DEFAULT_PIPE]
+    assert fresh.finish() == b""
+
+
+def test_a_pipe_that_overflowed_is_not_reused():
+    from runner.sandbox import pipes
+
+    seen: list[str] = []
+    sink = pipes.capture("stdout", 4, seen.append)
+    pair = (sink._read_fd, sink.write_fd)
+    os.write(sink.write_fd, b"too long")
+    assert sink.finish() == b"too "
+    assert seen == ["stdout"]
+    assert all(pair != idle for idle in pipes._pool._idle.get(pipes._DEFAULT_PIPE, []))

@@ -56,7 +56,10 @@ REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    """Open descriptors, not counting the idle pipes the sandbox keeps for reuse (a bounded pool)."""
+    from runner.sandbox.pipes import idle_descriptors
+
+    return len(os.listdir("/proc/self/fd")) - idle_descriptors()
 
 
 def _rss() -> int:

@@ -268,8 +268,6 @@ class WasiRuntime:
             ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), ON_EPOCH, None, NO_FINALIZER)
             store.set_wasi(self._wasi_config(plan, sinks[0], sinks[1]))
             state.monotonic_base_ns = time.monotonic_ns()
-            for sink in sinks:
-                sink.close_write_end()
             outcome = self._execute(store, compiled, state)
             fuel_used = limits.max_fuel - store.get_fuel()
             memory_bytes = outcome.memory_bytes
