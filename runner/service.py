@@ -30,7 +30,9 @@ from .modulefile import read_module
 from .policy import ActivePreset, Decision, Mount
 from .protocol import decode_response, encode_request, new_request_id
 from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
-from .schema import validate_args
+from .sandbox.plan import Limits, RunPlan
+from .sandbox.stack import has_room_for_wasm
+from .schema import parse_args, validate_args
 
 STDERR_EXCERPT_BYTES = 512
 # How many (tool, preset) pairs a Runner remembers as allowed by the static steps.
@@ -232,8 +234,6 @@ class Runner:
         a caller with a small stack has the whole call done on a worker with a large one
         (JSON parsing and wasm both recurse on the native stack).
         """
-        from .sandbox.stack import has_room_for_wasm
-
         if not has_room_for_wasm():
             from .sandbox.wasi import runtime
 
@@ -241,8 +241,6 @@ class Runner:
         return self._run(tool, args, preset)
 
     def _run(self, tool: Any, args: Any, preset: Any) -> RunResult:
-        from .schema import parse_args
-
         if not isinstance(tool, str):
             raise InvalidToolName(f"a tool name is a string, not {type(tool).__name__}")
 
@@ -280,7 +278,6 @@ class Runner:
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidToolArgs(f"args cannot be encoded as JSON: {type(exc).__name__}") from None
-        from .sandbox.plan import Limits, RunPlan
         from .sandbox.wasi import runtime
 
         plan = RunPlan(
