@@ -67,10 +67,15 @@ def side_by_side(calls: dict[str, Callable[[], object]], rounds: int, block: int
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def _smoke(config) -> bool:
+    # --benchmark-enable overrides the --benchmark-disable in pyproject's addopts.
+    return bool(config.getoption("benchmark_disable")) and not config.getoption("benchmark_enable")
+
+
 @pytest.fixture
 def smoke(request) -> bool:
     """True under --benchmark-disable: a few rounds, no assertions about time."""
-    return bool(request.config.getoption("benchmark_disable"))
+    return _smoke(request.config)
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +123,7 @@ def _machine() -> str:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not _results or session.config.getoption("benchmark_disable", default=True):
+    if not _results or _smoke(session.config):
         return
     lines = [
         "# Benchmark results",

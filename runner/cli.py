@@ -78,8 +78,25 @@ def handles_errors(command: str) -> Callable[[F], F]:
 def _runner(config: str | None) -> Any:
     from .service import Runner
 
+    if sys.stderr.isatty():
+        from .sandbox.progress import set_compile_progress
+
+        set_compile_progress(_compile_spinner)
+
     # One call per process: the guard's thread handoff costs nothing noticeable here.
     return Runner.from_config(config, guard_blocking_calls=True)
+
+
+def _compile_spinner(source: str, size: int) -> Any:
+    """A spinner on stderr while a large module compiles; later runs load it from the cache."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .errors import printable
+
+    name = escape(printable(os.path.basename(source)))
+    text = f"compiling {name} ({size / 2**20:.1f} MiB); the first run only, later runs use the cache"
+    return Console(stderr=True).status(text)
 
 
 def _is_terminal() -> bool:

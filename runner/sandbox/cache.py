@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import mmap
 import os
 import secrets
 import stat
@@ -26,6 +27,7 @@ from pathlib import Path
 from ..files import read_untrusted_file
 
 _MAGIC = b"zigclaw-cwasm-2"
+_MAX_HEADER_BYTES = 512
 _KEY_FILE = ".key"
 _KEY_BYTES = 32
 MAX_ARTIFACT_BYTES = 2 * 1024 * 1024 * 1024
@@ -59,6 +61,28 @@ def _private_file(info: os.stat_result) -> bool:
         and stat.S_IMODE(info.st_mode) == 0o600
         and info.st_nlink == 1
     )
+
+
+class Artifact:
+    """A cache entry mapped into memory; `data` is the compiled artifact after the header."""
+
+    def __init__(self, mapping: mmap.mmap) -> None:
+        self.mapping = mapping
+        self.offset = 0
+        self._views: list[memoryview] = []
+
+    @property
+    def data(self) -> memoryview:
+        view = memoryview(self.mapping)[self.offset :]
+        self._views.append(view)
+        return view
+
+    def close(self) -> None:
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        with contextlib.suppress(BufferError):  # still exported: unmapped when collected
+            self.mapping.close()
 
 
 class ModuleCache:
@@ -112,7 +136,7 @@ class ModuleCache:
             return None
         return key if len(key) == _KEY_BYTES else None
 
-    def _header(self, key: bytes, module_sha256: str, artifact: bytes) -> bytes:
+    def _header(self, key: bytes, module_sha256: str, artifact: bytes | memoryview) -> bytes:
         mac = hmac.new(key, digestmod=hashlib.sha256)
         for part in (module_sha256.encode(), self.engine.encode(), artifact):
             mac.update(len(part).to_bytes(8, "big"))
@@ -120,8 +144,12 @@ class ModuleCache:
         fields = (_MAGIC, module_sha256.encode(), self.engine.encode(), mac.hexdigest().encode())
         return b" ".join(fields) + b"\n"
 
-    def load(self, module_sha256: str) -> bytes | None:
-        """The artifact for this module and engine, or None when absent or not trustworthy."""
+    def load(self, module_sha256: str) -> Artifact | None:
+        """The artifact for this module and engine, or None when absent or not trustworthy.
+
+        The file is mapped, not read: its bytes are checked and handed to wasmtime in
+        place (a large module's artifact is tens of MiB). Close what is returned.
+        """
         if not self._usable(create=False):
             return None
         path = self._path(module_sha256)
@@ -129,21 +157,41 @@ class ModuleCache:
             info = os.lstat(path)
         except OSError:
             return None
-        if not _private_file(info):
+        if not _private_file(info) or not 0 < info.st_size <= MAX_ARTIFACT_BYTES:
             return None
         try:
-            data, opened = read_untrusted_file(path, MAX_ARTIFACT_BYTES)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino) or not _private_file(opened):
+                return None  # swapped between the checks and the open
+            # A private (copy-on-write) mapping: writable for ctypes, never written back.
+            mapping = mmap.mmap(fd, opened.st_size, access=mmap.ACCESS_COPY)
         except (OSError, ValueError):
             return None
-        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-            return None  # swapped between the checks and the read
-        header, _, artifact = data.partition(b"\n")
-        parts = header.split(b" ")
+        finally:
+            os.close(fd)
+        artifact = Artifact(mapping)
+        if not self._verify(module_sha256, artifact):
+            artifact.close()
+            return None
+        return artifact
+
+    def _verify(self, module_sha256: str, artifact: Artifact) -> bool:
+        mapping = artifact.mapping
+        end = mapping.find(b"\n", 0, _MAX_HEADER_BYTES)
+        if end < 0:
+            return False
+        header = mapping[: end + 1]
+        parts = header.rstrip(b"\n").split(b" ")
         key = self._key(create=False)
         if len(parts) != 4 or parts[0] != _MAGIC or key is None:
-            return None
-        expected = self._header(key, module_sha256, artifact)
-        return artifact if hmac.compare_digest(header + b"\n", expected) else None
+            return False
+        artifact.offset = end + 1
+        expected = self._header(key, module_sha256, artifact.data)
+        return hmac.compare_digest(header, expected)
 
     def store(self, module_sha256: str, artifact: bytes) -> None:
         """Write an artifact atomically with mode 0600; a failure only means no cache."""

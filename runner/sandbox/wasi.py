@@ -35,6 +35,7 @@ from .heartbeat import Heartbeat
 from .interrupts import NO_FINALIZER, ON_EPOCH, STOP_TIMEOUT, RunState, bind, poll_oneoff
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
+from .progress import compiling
 from .stack import has_room_for_wasm
 from .workers import WorkerPool, WorkersExhausted, WorkerTimeout
 
@@ -181,7 +182,8 @@ class WasiRuntime:
         from_disk = module is not None
         if module is None:
             try:
-                module = wasmtime.Module(self.engine, data)
+                with compiling(source, len(data)):
+                    module = wasmtime.Module(self.engine, data)
             except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
                 raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
         for item in module.imports:
@@ -213,10 +215,12 @@ class WasiRuntime:
         if artifact is None:
             return None
         try:
-            return wasmtime.Module.deserialize(self.engine, artifact)
+            return _deserialize(self.engine, artifact.data)
         except (wasmtime.WasmtimeError, wasmtime.Trap):
             self.disk.discard(digest)  # from another build of wasmtime, or damaged: compile again
             return None
+        finally:
+            artifact.close()
 
     def run(self, plan: RunPlan) -> SandboxResult:
         """Run one plan in a fresh Store; raise the named error for each way it can be stopped."""
@@ -363,6 +367,21 @@ class WasiRuntime:
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
         return _Outcome(code, failure, exports is None, memory_bytes)
+
+
+def _deserialize(engine: wasmtime.Engine, artifact: memoryview) -> wasmtime.Module:
+    """wasmtime.Module.deserialize without its copy of the bytes: wasmtime reads them in place
+    (from the mapped cache file) and copies them once, into its own executable memory."""
+    size = len(artifact)
+    buffer = (ctypes.c_uint8 * size).from_buffer(artifact)
+    pointer = ctypes.POINTER(ffi.wasmtime_module_t)()
+    try:
+        error = ffi.wasmtime_module_deserialize(engine.ptr(), buffer, size, ctypes.byref(pointer))
+    finally:
+        del buffer  # the mapping can be closed only once nothing exports it
+    if error:
+        raise wasmtime.WasmtimeError._from_ptr(error)
+    return wasmtime.Module._from_ptr(pointer)
 
 
 @dataclass(frozen=True)
