@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .cancel import CancelToken
 from .errors import (
     ALL_ERRORS,
+    ApprovalDenied,
+    ApprovalRequired,
+    AuditUnavailable,
     ExternalToolDenied,
     InternalError,
     InvalidConfig,
@@ -21,6 +25,8 @@ from .errors import (
     SandboxUnavailable,
     StreamTooLong,
     ToolAbiMismatch,
+    ToolBlocked,
+    ToolCancelled,
     ToolFailed,
     ToolIntegrityMismatch,
     ToolMemoryLimit,
@@ -41,6 +47,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALL_ERRORS",
+    "ApprovalDenied",
+    "ApprovalRequired",
+    "AuditUnavailable",
+    "CancelToken",
     "ExternalToolDenied",
     "InternalError",
     "InvalidConfig",
@@ -54,6 +64,8 @@ __all__ = [
     "SandboxUnavailable",
     "StreamTooLong",
     "ToolAbiMismatch",
+    "ToolBlocked",
+    "ToolCancelled",
     "ToolFailed",
     "ToolIntegrityMismatch",
     "ToolMemoryLimit",
