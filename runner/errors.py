@@ -139,6 +139,12 @@ class ApprovalDenied(ZigclawError):
     name = "ApprovalDenied"
 
 
+class ServerUnavailable(ZigclawError):
+    """`zigclaw serve` cannot listen where it was asked to."""
+
+    name = "ServerUnavailable"
+
+
 class AuditUnavailable(ZigclawError):
     """The audit trail cannot be written; nothing runs without it."""
 
@@ -239,6 +245,7 @@ ALL_ERRORS: tuple[type[ZigclawError], ...] = (
     ApprovalRequired,
     ApprovalDenied,
     AuditUnavailable,
+    ServerUnavailable,
     InvalidModule,
     SandboxUnavailable,
     ToolTimeout,
