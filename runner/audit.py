@@ -50,9 +50,9 @@ def now_iso() -> str:
 
 def canonical_json(value: Any) -> bytes:
     """The one byte form of a JSON value that its digest is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8", "surrogatepass"
-    )
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8", "surrogatepass")
 
 
 def args_sha256(args: Any) -> str:
@@ -71,7 +71,8 @@ def redact(value: Any, _depth: int = 0) -> Any:
         return REDACTED
     if isinstance(value, Mapping):
         return {
-            str(k): (REDACTED if SECRET_KEY.search(str(k)) else redact(v, _depth + 1)) for k, v in value.items()
+            str(k): (REDACTED if SECRET_KEY.search(str(k)) else redact(v, _depth + 1))
+            for k, v in value.items()
         }
     if isinstance(value, (list, tuple)):
         return [redact(item, _depth + 1) for item in value]

@@ -284,8 +284,10 @@ def audit_tail(
 
     table = Table("time", "event", "tool", "request", "outcome", "ms", "detail")
     for entry in entries:
-        outcome = entry.get("error") or entry.get("outcome") or (
-            ("allowed" if entry.get("allowed") else "denied") if "allowed" in entry else ""
+        outcome = (
+            entry.get("error")
+            or entry.get("outcome")
+            or (("allowed" if entry.get("allowed") else "denied") if "allowed" in entry else "")
         )
         ms = entry.get("duration_ms")
         detail = entry.get("reason") or entry.get("message") or entry.get("category") or ""

@@ -149,7 +149,9 @@ class AuditUnavailable(ZigclawError):
     """The audit trail cannot be written; nothing runs without it."""
 
     name = "AuditUnavailable"
-    default_hint = "fix [audit] path in zigclaw.toml (or the folder's permissions), or set [audit] enabled = false."
+    default_hint = (
+        "fix [audit] path in zigclaw.toml (or the folder's permissions), or set [audit] enabled = false."
+    )
 
 
 # --- the sandbox -------------------------------------------------------------------

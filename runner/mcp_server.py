@@ -154,7 +154,9 @@ class ToolService:
         message = f"zigclaw: approve: {request.describe()}?"
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             try:
-                reply = await ctx.session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=ctx.request_id)
+                reply = await ctx.session.elicit_form(
+                    message, APPROVAL_SCHEMA, related_request_id=ctx.request_id
+                )
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:
@@ -166,11 +168,11 @@ class ToolService:
                 state = json.loads(params.request_state)
             except ValueError:
                 state = None
-            reply = params.input_responses.get(APPROVAL_INPUT)
-            if isinstance(state, dict) and state.get("approval") == fingerprint and reply is not None:
-                if not isinstance(reply, types.ElicitResult):
+            response = params.input_responses.get(APPROVAL_INPUT)
+            if isinstance(state, dict) and state.get("approval") == fingerprint and response is not None:
+                if not isinstance(response, types.ElicitResult):
                     return _refuse(ApprovalDenied("the client answered the approval with something else"))
-                return _approver_from_reply(request, reply)
+                return _approver_from_reply(request, response)
         # Ask (again: answers without our request state, or to another approval, are not taken).
         return types.InputRequiredResult(
             input_requests={
@@ -241,7 +243,9 @@ def error_result(error: ZigclawError) -> types.CallToolResult:
     """A runner error as a tool error: `{"ok":false,"error":Name,"message","hint"}`."""
     body = error.to_json("serve")
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body, separators=(",", ":"), ensure_ascii=True))],
+        content=[
+            types.TextContent(type="text", text=json.dumps(body, separators=(",", ":"), ensure_ascii=True))
+        ],
         structured_content=body,
         is_error=True,
         _meta={"zigclaw/error": error.name, "zigclaw/hint": error.hint},
@@ -269,7 +273,9 @@ def parse_loopback(text: str) -> tuple[str, int]:
         except ValueError:
             loopback = False
         if not loopback:
-            raise typer.BadParameter(f"--http serves on loopback only (127.0.0.1, ::1, localhost), not {host!r}")
+            raise typer.BadParameter(
+                f"--http serves on loopback only (127.0.0.1, ::1, localhost), not {host!r}"
+            )
     return host, port
 
 

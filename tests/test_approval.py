@@ -71,7 +71,9 @@ def test_an_external_tool_without_an_approver_is_approval_required_with_a_hint(w
 
 
 def test_blocked_refuses_even_with_an_approver_and_built_ins_can_be_blocked(writer):
-    writer.write_config(["w", "echo"], approval=None, extra='\n[approval.tools]\nw = "blocked"\necho = "blocked"\n')
+    writer.write_config(
+        ["w", "echo"], approval=None, extra='\n[approval.tools]\nw = "blocked"\necho = "blocked"\n'
+    )
     runner = writer.runner()
     asker = Asker(Answer.YES)
     with pytest.raises(ToolBlocked):
@@ -112,13 +114,15 @@ def test_session_approval_covers_only_the_same_approval_key(writer):
     assert len(asker.asked) == 2
     events = [json.loads(x) for x in (writer.root / ".zigclaw" / "audit.jsonl").read_text().splitlines()]
     reasons = [e["reason"] for e in events if e.get("category") == "tool.approval"]
-    assert reasons == ["approved for this session", "approved earlier for this session", "approved for this session"]
+    assert reasons == [
+        "approved for this session",
+        "approved earlier for this session",
+        "approved for this session",
+    ]
 
 
 def test_a_changed_policy_asks_again(writer):
-    writer.write_config(
-        ["w"], approval=None, extra='\n[capabilities.presets.other]\ntools = ["w", "echo"]\n'
-    )
+    writer.write_config(["w"], approval=None, extra='\n[capabilities.presets.other]\ntools = ["w", "echo"]\n')
     runner = writer.runner()
     asker = Asker(Answer.SESSION, Answer.SESSION)
     _run(runner, "/write/a", asker)
@@ -207,7 +211,9 @@ def _ext_echo(toolbox) -> None:
 def test_cli_without_a_terminal_is_approval_required_unless_yes(toolbox):
     _ext_echo(toolbox)
     config = str(toolbox.config_path)
-    proc = _zigclaw(toolbox.root, "tools", "run", "ext_echo", "--args", '{"text":"hi"}', "--config", config, stdin="y\n")
+    proc = _zigclaw(
+        toolbox.root, "tools", "run", "ext_echo", "--args", '{"text":"hi"}', "--config", config, stdin="y\n"
+    )
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0] == "error: ApprovalRequired"
     assert "hint:" in proc.stderr and "--yes" in proc.stderr
@@ -215,7 +221,9 @@ def test_cli_without_a_terminal_is_approval_required_unless_yes(toolbox):
         toolbox.root, "tools", "run", "ext_echo", "--args", '{"text":"hi"}', "--config", config, "--json"
     )
     assert json.loads(proc.stdout)["error"] == "ApprovalRequired"
-    proc = _zigclaw(toolbox.root, "tools", "run", "ext_echo", "--args", '{"text":"hi"}', "--config", config, "--yes")
+    proc = _zigclaw(
+        toolbox.root, "tools", "run", "ext_echo", "--args", '{"text":"hi"}', "--config", config, "--yes"
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["data"] == {"echo": "hi"}
 
@@ -226,8 +234,18 @@ def _on_a_terminal(toolbox, typed: list[str]) -> tuple[int, str, str]:
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "tools", "run", "ext_echo", "--args", '{"text":"hi"}',
-         "--config", str(toolbox.config_path)],
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "tools",
+            "run",
+            "ext_echo",
+            "--args",
+            '{"text":"hi"}',
+            "--config",
+            str(toolbox.config_path),
+        ],
         cwd=toolbox.root,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdin=slave,

@@ -88,7 +88,11 @@ def test_raw_args_only_with_include_args_and_secrets_are_redacted_at_any_depth(t
     }
     assert redact(nested) == {
         "Password": "[redacted]",
-        "user": {"api_KEY": "[redacted]", "list": [{"refresh_token": "[redacted]", "ok": 1}], "SECRET": "[redacted]"},
+        "user": {
+            "api_KEY": "[redacted]",
+            "list": [{"refresh_token": "[redacted]", "ok": 1}],
+            "SECRET": "[redacted]",
+        },
         "text": "fine",
     }
 
@@ -122,7 +126,9 @@ def test_cli_reports_an_unwritable_audit_path_before_running(toolbox):
     blocker = toolbox.root / "blocker"
     blocker.write_text("a file")
     toolbox.write_config(["echo"], extra=f'\n[audit]\npath = "{blocker}/audit.jsonl"\n')
-    proc = _zigclaw(toolbox.root, "tools", "run", "echo", "--args", '{"text":"hi"}', "--config", str(toolbox.config_path))
+    proc = _zigclaw(
+        toolbox.root, "tools", "run", "echo", "--args", '{"text":"hi"}', "--config", str(toolbox.config_path)
+    )
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0] == "error: AuditUnavailable"
     assert "hint:" in proc.stderr and "Traceback" not in proc.stderr
@@ -142,11 +148,13 @@ def test_a_read_only_audit_folder_is_refused_at_start(toolbox):
 
 def test_a_write_mount_may_not_hold_the_audit_log(toolbox):
     toolbox.write_config(["echo"], write_paths=[str(toolbox.root)])
-    with pytest.raises(InvalidConfig, match="audit log|config file"):
+    with pytest.raises(InvalidConfig, match=r"audit log|config file"):
         toolbox.runner().run("echo", {"text": "hi"})
     audit_dir = toolbox.root / "logs"
     audit_dir.mkdir()
-    toolbox.write_config(["echo"], write_paths=[str(audit_dir)], extra=f'\n[audit]\npath = "{audit_dir}/a.jsonl"\n')
+    toolbox.write_config(
+        ["echo"], write_paths=[str(audit_dir)], extra=f'\n[audit]\npath = "{audit_dir}/a.jsonl"\n'
+    )
     with pytest.raises(InvalidConfig, match="audit log"):
         toolbox.runner().run("echo", {"text": "hi"})
 
@@ -157,7 +165,11 @@ def test_a_write_mount_may_not_hold_the_audit_log(toolbox):
 def test_threads_appending_at_once_leave_only_whole_lines(tmp_path):
     log = AuditLog(tmp_path / "a.jsonl")
     threads = [
-        threading.Thread(target=lambda n=n: [log.append([{"event": "x", "t": n, "i": i, "pad": "y" * (i % 300)}]) for i in range(300)])
+        threading.Thread(
+            target=lambda n=n: [
+                log.append([{"event": "x", "t": n, "i": i, "pad": "y" * (i % 300)}]) for i in range(300)
+            ]
+        )
         for n in range(8)
     ]
     for thread in threads:
@@ -180,7 +192,8 @@ WRITER = textwrap.dedent(
     tag, count = sys.argv[2], int(sys.argv[3])
     for i in range(count):
         # batches of 1-3 lines, some long, as a run writes them
-        log.append([{"event": "x", "w": tag, "i": i, "j": j, "pad": "z" * ((i * 37) % 5000)} for j in range(1 + i % 3)])
+        pad = "z" * ((i * 37) % 5000)
+        log.append([{"event": "x", "w": tag, "i": i, "j": j, "pad": pad} for j in range(1 + i % 3)])
     """
 )
 

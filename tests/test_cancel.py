@@ -85,7 +85,9 @@ def test_a_call_cancelled_before_it_starts_never_runs(toolbox, guest):
     token.cancel()
     with pytest.raises(ToolCancelled):
         toolbox.runner().run("spin", {}, cancel=token)
-    events = [json.loads(x)["event"] for x in (toolbox.root / ".zigclaw" / "audit.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(x)["event"] for x in (toolbox.root / ".zigclaw" / "audit.jsonl").read_text().splitlines()
+    ]
     assert "ToolInvocationStarted" not in events
     assert events[-1] == "ToolInvocationFailed"
 

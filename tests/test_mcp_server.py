@@ -121,7 +121,9 @@ def test_runner_errors_are_tool_errors_with_name_and_hint(served):
         timeout = _error(await client.call_tool("slow", {}))
         assert timeout["error"] == "ToolTimeout" and timeout["hint"]
         # the server keeps serving after every refusal
-        assert (await client.call_tool("echo", {"text": "still here"})).structured_content == {"echo": "still here"}
+        assert (await client.call_tool("echo", {"text": "still here"})).structured_content == {
+            "echo": "still here"
+        }
 
     _with_client(_stdio(served), body)
     failed = [(e["tool"], e["error"]) for e in _audit(served) if e["event"] == "ToolInvocationFailed"]
@@ -157,7 +159,9 @@ def test_calls_run_concurrently_each_in_its_own_sandbox(served):
         assert [_error(r)["error"] for r in results] == ["ToolTimeout"] * 3
 
     _with_client(_stdio(served), body)
-    events = [(e["event"], e["request_id"]) for e in _audit(served) if e["event"].startswith("ToolInvocation")]
+    events = [
+        (e["event"], e["request_id"]) for e in _audit(served) if e["event"].startswith("ToolInvocation")
+    ]
     first_end = next(i for i, (event, _) in enumerate(events) if event == "ToolInvocationFailed")
     started_before = {rid for event, rid in events[:first_end] if event == "ToolInvocationStarted"}
     assert len(started_before) == 3  # all three guests were running before any of them ended
@@ -227,7 +231,7 @@ def test_approval_is_asked_by_elicitation_and_remembered_per_key_for_the_session
     _with_client(_stdio(served), body, mode=mode, elicitation_callback=elicitor)
     assert len(elicitor.messages) == 3
     assert "run tool 'asking' with text=\"a\"" in elicitor.messages[0]
-    assert "text=\"b\"" in elicitor.messages[1]
+    assert 'text="b"' in elicitor.messages[1]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -274,7 +278,11 @@ def test_an_unsolicited_answer_without_the_servers_request_state_is_not_taken(se
 
         with pytest.raises(MCPError, match="requestState"):  # state this server did not seal
             await client.session.call_tool(
-                "asking", {"text": "a"}, input_responses=forged, request_state="forged", allow_input_required=True
+                "asking",
+                {"text": "a"},
+                input_responses=forged,
+                request_state="forged",
+                allow_input_required=True,
             )
         # a real round for another call does not approve this one
         other = await client.session.call_tool("asking", {"text": "b"}, allow_input_required=True)
@@ -309,7 +317,17 @@ def test_blocked_tools_are_not_listed_and_refused(served):
 
 def _serve_http(toolbox, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "serve", "--http", "127.0.0.1:0", "--config", str(toolbox.config_path), *extra],
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+            str(toolbox.config_path),
+            *extra,
+        ],
         cwd=toolbox.root,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdin=subprocess.DEVNULL,
@@ -360,7 +378,9 @@ def test_http_cancellation_and_approval_by_elicitation(served):
 
                 group.start_soon(call)
                 with anyio.fail_after(60):
-                    while not any(e["event"] == "ToolInvocationStarted" and e["tool"] == "spin" for e in _audit(served)):
+                    while not any(
+                        e["event"] == "ToolInvocationStarted" and e["tool"] == "spin" for e in _audit(served)
+                    ):
                         await anyio.sleep(0.01)
                 await anyio.sleep(0.1)
                 group.cancel_scope.cancel()
@@ -377,7 +397,9 @@ def test_http_cancellation_and_approval_by_elicitation(served):
     assert len(elicitor.messages) == 1
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0:8080", "192.168.1.5:80", "example.com:80", "127.0.0.1", "127.0.0.1:99999"])
+@pytest.mark.parametrize(
+    "address", ["0.0.0.0:8080", "192.168.1.5:80", "example.com:80", "127.0.0.1", "127.0.0.1:99999"]
+)
 def test_http_serves_on_loopback_only(tmp_path, address):
     proc = subprocess.run(
         [sys.executable, "-m", "runner", "serve", "--http", address],
