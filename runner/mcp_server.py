@@ -305,6 +305,7 @@ def serve_http(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     except OSError as exc:
         sock.close()
         from .errors import ServerUnavailable
