@@ -226,6 +226,29 @@ class Runner:
                     warnings.append(
                         Warning_(f"capabilities.presets.{name}.allow_write_paths", decision.reason)
                     )
+        warnings.extend(self._agent_warnings(known))
+        return warnings
+
+    def _agent_warnings(self, known: set[str]) -> list[Warning_]:
+        """`[approval]` entries for unknown tools; raw arguments logged where tools can read them."""
+        config = self.loaded.config
+        warnings = [
+            Warning_(f"approval.tools.{tool}", f"'{tool}' is not a known tool")
+            for tool in sorted(config.approval.tools)
+            if tool not in known
+        ]
+        audit = config.audit
+        if audit.enabled and audit.include_args:
+            log = os.path.realpath(self.audit_path)
+            workspace = os.path.realpath(self.workspace)
+            if log == workspace or log.startswith(workspace.rstrip("/") + "/"):
+                warnings.append(
+                    Warning_(
+                        "audit.path",
+                        "the audit log is inside the workspace, where every tool can read the "
+                        "arguments include_args logs; move it out of the workspace",
+                    )
+                )
         return warnings
 
     # --- one call -------------------------------------------------------------------------

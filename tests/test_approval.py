@@ -291,3 +291,20 @@ def test_cli_on_a_terminal_refuses_a_prompt_answered_with_garbage(toolbox):
     assert "not an answer" in seen
     assert "error: ApprovalDenied" in seen
     assert out == ""
+
+
+def test_config_validate_warns_about_approvals_for_unknown_tools_and_readable_raw_args(toolbox):
+    toolbox.write_config(
+        ["echo"],
+        approval=None,
+        extra=f'\n[approval.tools]\nghost = "ask"\necho = "ask"\n[audit]\ninclude_args = true\n'
+        f'path = "{toolbox.workspace}/.zigclaw/audit.jsonl"\n',
+    )
+    warnings = {(w.key_path, w.message) for w in toolbox.runner().validate_config()}
+    assert ("approval.tools.ghost", "'ghost' is not a known tool") in warnings
+    assert not any(key == "approval.tools.echo" for key, _ in warnings)
+    assert any(key == "audit.path" and "inside the workspace" in message for key, message in warnings)
+    toolbox.write_config(
+        ["echo"], extra="\n[audit]\ninclude_args = true\n"
+    )  # log beside, not in, the workspace
+    assert not any(w.key_path == "audit.path" for w in toolbox.runner().validate_config())
