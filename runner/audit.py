@@ -268,12 +268,16 @@ def _reason(exc: OSError) -> str:
 def read_entries(path: Path) -> Iterator[dict[str, Any]]:
     """Every complete entry of the log, oldest first; fragments and foreign lines are skipped."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        # Non-blocking: a FIFO put where the log should be must not hang the reader.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise AuditUnavailable(f"cannot read the audit log {path}: {_reason(exc)}") from None
-    with handle:
+    if not _is_regular(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise AuditUnavailable(f"the audit log {path} is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
         for raw in handle:
             if not raw.endswith(b"\n"):
                 return  # a trailing fragment: a write that never finished

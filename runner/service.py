@@ -424,7 +424,11 @@ class Runner:
                     f'[approval.tools] {tool} = "preApproved" in zigclaw.toml.'
                 ),
             )
-        answer = approve(request)
+        try:
+            answer = approve(request)
+        except ZigclawError as exc:  # the approver could not ask, or got no usable answer
+            record.decisions.append(Decision("tool.approval", False, f"{exc.name}: {exc.message}"))
+            raise
         if answer is Answer.NO or not isinstance(answer, Answer):
             record.decisions.append(Decision("tool.approval", False, "approval declined"))
             raise ApprovalDenied(f"approval to {request.describe()} was declined")

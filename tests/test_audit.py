@@ -344,3 +344,12 @@ def test_audit_tail_of_no_log_prints_nothing(tmp_path):
     proc = _zigclaw(tmp_path, "audit", "tail")
     assert proc.returncode == 0 and proc.stdout == ""
     assert tail(tmp_path / "none.jsonl", 5) == []
+
+
+def test_audit_tail_of_a_fifo_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "audit.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(AuditUnavailable, match="not a regular file"):
+        tail(fifo, 5)
+    with pytest.raises(AuditUnavailable):
+        AuditLog(fifo)
