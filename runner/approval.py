@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .errors import printable
+from .errors import ApprovalDenied, ApprovalRequired, ToolBlocked, ZigclawError, printable
+from .policy import Decision
 
 ASK = "ask"
 PRE_APPROVED = "preApproved"
@@ -139,6 +140,50 @@ def terminal_approver(stdin: TextIO, stderr: TextIO, attempts: int = PROMPT_ATTE
             return Answer.NO
 
     return ask
+
+
+def decide_approval(
+    tool: str,
+    mode: str,
+    request: Callable[[], ApprovalRequest],
+    memory: ApprovalMemory,
+    approve: Approver | None,
+) -> tuple[Decision, ZigclawError | None]:
+    """The `tool.approval` decision of one call, and the error that refuses it (None: it may run).
+
+    `request` builds what is approved; only "ask" needs it. A "yes for this session"
+    is remembered in `memory`.
+    """
+    if mode == BLOCKED:
+        return Decision("tool.approval", False, "blocked by [approval]"), ToolBlocked(
+            f"tool '{tool}' is blocked by [approval]",
+            hint=f"change [approval.tools] {tool} in zigclaw.toml to allow it.",
+        )
+    if mode != ASK:
+        return Decision("tool.approval", True, "pre-approved by [approval]"), None
+    asked = request()
+    if memory.knows(asked):
+        return Decision("tool.approval", True, "approved earlier for this session"), None
+    if approve is None:
+        return Decision("tool.approval", False, "needs approval; no approver"), ApprovalRequired(
+            f"tool '{tool}' needs approval and there is no one to ask",
+            hint=(
+                "run it on a terminal to be asked, pass --yes to `zigclaw tools run`, or set "
+                f'[approval.tools] {tool} = "preApproved" in zigclaw.toml.'
+            ),
+        )
+    try:
+        answer = approve(asked)
+    except ZigclawError as exc:  # the approver could not ask, or got no usable answer
+        return Decision("tool.approval", False, f"{exc.name}: {exc.message}"), exc
+    if answer is Answer.NO or not isinstance(answer, Answer):
+        return Decision("tool.approval", False, "approval declined"), ApprovalDenied(
+            f"approval to {asked.describe()} was declined"
+        )
+    if answer is Answer.SESSION:
+        memory.remember(asked)
+        return Decision("tool.approval", True, "approved for this session"), None
+    return Decision("tool.approval", True, "approved once"), None
 
 
 def fixed_approver(answer: Answer) -> Approver:

@@ -13,19 +13,17 @@ from . import policy
 from .approval import (
     ASK,
     BLOCKED,
-    Answer,
     ApprovalMemory,
     ApprovalRequest,
     Approver,
     approval_key,
+    decide_approval,
     mode_for,
 )
 from .audit import AuditLog, CallRecord
 from .cancel import CancelToken
 from .config import LoadedConfig, Warning_, load_config, validation_warnings
 from .errors import (
-    ApprovalDenied,
-    ApprovalRequired,
     ExternalToolDenied,
     InvalidConfig,
     InvalidToolArgs,
@@ -400,42 +398,17 @@ class Runner:
         record: CallRecord,
         approve: Approver | None,
     ) -> None:
-        """Step 7b: the approval policy; raises ToolBlocked, ApprovalRequired or ApprovalDenied."""
-        mode = self.approval_mode(tool)
-        if mode == BLOCKED:
-            record.decisions.append(Decision("tool.approval", False, "blocked by [approval]"))
-            raise ToolBlocked(
-                f"tool '{tool}' is blocked by [approval]",
-                hint=f"change [approval.tools] {tool} in zigclaw.toml to allow it.",
-            )
-        if mode != ASK:
-            record.decisions.append(Decision("tool.approval", True, "pre-approved by [approval]"))
-            return
-        request = self._approval_request(tool, manifest, module, args, active)
-        if self.approvals.knows(request):
-            record.decisions.append(Decision("tool.approval", True, "approved earlier for this session"))
-            return
-        if approve is None:
-            record.decisions.append(Decision("tool.approval", False, "needs approval; no approver"))
-            raise ApprovalRequired(
-                f"tool '{tool}' needs approval and there is no one to ask",
-                hint=(
-                    "run it on a terminal to be asked, pass --yes to `zigclaw tools run`, or set "
-                    f'[approval.tools] {tool} = "preApproved" in zigclaw.toml.'
-                ),
-            )
-        try:
-            answer = approve(request)
-        except ZigclawError as exc:  # the approver could not ask, or got no usable answer
-            record.decisions.append(Decision("tool.approval", False, f"{exc.name}: {exc.message}"))
-            raise
-        if answer is Answer.NO or not isinstance(answer, Answer):
-            record.decisions.append(Decision("tool.approval", False, "approval declined"))
-            raise ApprovalDenied(f"approval to {request.describe()} was declined")
-        if answer is Answer.SESSION:
-            self.approvals.remember(request)
-        reason = "approved for this session" if answer is Answer.SESSION else "approved once"
-        record.decisions.append(Decision("tool.approval", True, reason))
+        """Step 8: the approval policy; raises ToolBlocked, ApprovalRequired or ApprovalDenied."""
+        decision, refusal = decide_approval(
+            tool,
+            self.approval_mode(tool),
+            lambda: self._approval_request(tool, manifest, module, args, active),
+            self.approvals,
+            approve,
+        )
+        record.decisions.append(decision)
+        if refusal is not None:
+            raise refusal
 
     def _run(
         self,

@@ -308,3 +308,30 @@ def test_config_validate_warns_about_approvals_for_unknown_tools_and_readable_ra
         ["echo"], extra="\n[audit]\ninclude_args = true\n"
     )  # log beside, not in, the workspace
     assert not any(w.key_path == "audit.path" for w in toolbox.runner().validate_config())
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "allowed", "error", "remembered"),
+    [
+        ("blocked", Answer.YES, False, "ToolBlocked", False),
+        ("preApproved", None, True, None, False),
+        ("ask", None, False, "ApprovalRequired", False),
+        ("ask", Answer.NO, False, "ApprovalDenied", False),
+        ("ask", "garbage", False, "ApprovalDenied", False),
+        ("ask", Answer.YES, True, None, False),
+        ("ask", Answer.SESSION, True, None, True),
+    ],
+)
+def test_decide_approval_as_plain_data(mode, answer, allowed, error, remembered):
+    from runner.approval import ApprovalMemory, ApprovalRequest, decide_approval
+
+    request = ApprovalRequest("t", (("path", '"/a"'),), "hash", "sha")
+    memory = ApprovalMemory()
+    approve = None if answer is None else (lambda _r: answer)
+    decision, refusal = decide_approval("t", mode, lambda: request, memory, approve)
+    assert decision.category == "tool.approval" and decision.allowed is allowed
+    assert (refusal.name if refusal else None) == error
+    assert memory.knows(request) is remembered
+    if remembered:  # asked no more for the same request
+        decision, refusal = decide_approval("t", mode, lambda: request, memory, None)
+        assert decision.allowed and refusal is None
