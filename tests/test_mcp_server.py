@@ -428,3 +428,34 @@ def test_serve_with_an_unwritable_audit_path_fails_at_start(served):
     )
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines()[0] == "error: AuditUnavailable"
+
+
+def test_serve_preset_option_selects_the_tools_offered(served):
+    text = served.config_path.read_text() + '\n[capabilities.presets.small]\ntools = ["echo"]\n'
+    served.config_path.write_text(text)
+    params = _stdio(served)
+    params.args += ["--preset", "small"]
+
+    async def body(client: Client) -> None:
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+        assert _error(await client.call_tool("fs_read", {"path": "notes.txt"}))["error"] == "ToolNotAllowed"
+
+    _with_client(params, body)
+
+
+def test_http_refuses_a_foreign_host_header(served):
+    import http.client
+
+    proc, url = _serve_http(served)
+    try:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+        headers = {"Host": "evil.example", "Content-Type": "application/json", "Accept": "application/json"}
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", "/mcp", body=body, headers=headers)
+        response = connection.getresponse()
+        assert response.status in (400, 403, 421), response.status
+        assert b"echo" not in response.read()
+    finally:
+        proc.terminate()
+        proc.wait(30)
