@@ -198,5 +198,6 @@ def spin_tool(tmp_path_factory):
         '[security]\nworkspace_root = "ws"\n[tools]\nexternal_dir = "ext"\n'
         "[tools.filter]\nallow_external = true\n"
         '[capabilities.presets.readonly]\ntools = ["spin"]\n'
+        '[approval.tools]\nspin = "preApproved"\n'
     )
     return config, native

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .cancel import CancelToken
 from .errors import (
     ALL_ERRORS,
+    ApprovalDenied,
+    ApprovalRequired,
+    AuditUnavailable,
     ExternalToolDenied,
     InternalError,
     InvalidConfig,
@@ -19,8 +23,11 @@ from .errors import (
     InvalidToolName,
     MalformedResponse,
     SandboxUnavailable,
+    ServerUnavailable,
     StreamTooLong,
     ToolAbiMismatch,
+    ToolBlocked,
+    ToolCancelled,
     ToolFailed,
     ToolIntegrityMismatch,
     ToolMemoryLimit,
@@ -41,6 +48,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALL_ERRORS",
+    "ApprovalDenied",
+    "ApprovalRequired",
+    "AuditUnavailable",
+    "CancelToken",
     "ExternalToolDenied",
     "InternalError",
     "InvalidConfig",
@@ -52,8 +63,11 @@ __all__ = [
     "RunResult",
     "Runner",
     "SandboxUnavailable",
+    "ServerUnavailable",
     "StreamTooLong",
     "ToolAbiMismatch",
+    "ToolBlocked",
+    "ToolCancelled",
     "ToolFailed",
     "ToolIntegrityMismatch",
     "ToolMemoryLimit",

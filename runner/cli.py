@@ -75,7 +75,7 @@ def handles_errors(command: str) -> Callable[[F], F]:
     return decorate
 
 
-def _runner(config: str | None) -> Any:
+def _runner(config: str | None, *, audit: bool = False) -> Any:
     from .service import Runner
 
     if sys.stderr.isatty():
@@ -84,7 +84,8 @@ def _runner(config: str | None) -> Any:
         set_compile_progress(_compile_spinner)
 
     # One call per process: the guard's thread handoff costs nothing noticeable here.
-    return Runner.from_config(config, guard_blocking_calls=True)
+    # Only commands that run tools open the audit log.
+    return Runner.from_config(config, guard_blocking_calls=True, audit=audit)
 
 
 def _compile_spinner(source: str, size: int) -> Any:
@@ -163,10 +164,24 @@ def tools_run(
     preset: Annotated[str | None, typer.Option("--preset", help="Run under this preset.")] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Approve this call if its tool's approval mode is 'ask'.")
+    ] = False,
 ) -> None:
     """Run a tool and print {request_id, ok, data, stdout, stderr}."""
-    result = _runner(config).run(tool, args, preset=preset)
+    result = _runner(config, audit=True).run(tool, args, preset=preset, approve=_approver(yes))
     _emit(result.to_json())
+
+
+def _approver(yes: bool) -> Any:
+    """--yes, else a prompt when both stdin and stderr are a terminal, else no one to ask."""
+    from .approval import Answer, fixed_approver, terminal_approver
+
+    if yes:
+        return fixed_approver(Answer.YES)
+    if sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty():
+        return terminal_approver(sys.stdin, sys.stderr)
+    return None
 
 
 @tools_app.command("bench")
@@ -251,6 +266,81 @@ def policy_explain(
     else:
         assert mount is not None
         _emit(runner.explain_mount(mount, preset))
+
+
+# --- agent integration: MCP server and audit trail (issue 7) -------------------------
+
+audit_app = typer.Typer(no_args_is_help=True, help="Read the audit trail.")
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.command("tail")
+@handles_errors("audit")
+def audit_tail(
+    count: Annotated[int, typer.Option("-n", "--lines", min=1, max=1_000_000, help="Entries to show.")] = 20,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only entries of this tool.")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only failed invocations.")] = False,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the last audit entries: a table on a terminal, JSON lines when piped or with --json."""
+    from .audit import tail
+    from .config import load_config
+
+    loaded = load_config(config)
+    entries = tail(loaded.resolve(loaded.config.audit.path), count, tool=tool, failed=failed)
+    if as_json or not _is_terminal():
+        for entry in entries:
+            _emit(entry)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .errors import printable
+
+    table = Table("time", "event", "tool", "request", "outcome", "ms", "detail")
+    for entry in entries:
+        outcome = (
+            entry.get("error")
+            or entry.get("outcome")
+            or (("allowed" if entry.get("allowed") else "denied") if "allowed" in entry else "")
+        )
+        ms = entry.get("duration_ms")
+        detail = entry.get("reason") or entry.get("message") or entry.get("category") or ""
+        cells = (
+            str(entry.get("time", "")),
+            str(entry.get("event", "")),
+            str(entry.get("tool", "")),
+            str(entry.get("request_id", ""))[:8],
+            str(outcome),
+            "" if ms is None else f"{ms}",
+            str(detail),
+        )
+        table.add_row(*(escape(printable(cell)) for cell in cells))
+    Console().print(table)
+
+
+@app.command("serve")
+@handles_errors("serve")
+def serve(
+    http: Annotated[
+        str | None,
+        typer.Option("--http", help="Serve streamable HTTP on HOST:PORT (loopback only) instead of stdio."),
+    ] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Serve this preset's tools.")] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Serve the active preset's tools to MCP clients (stdio by default)."""
+    from .mcp_server import parse_loopback, serve_http, serve_stdio
+
+    address = parse_loopback(http) if http is not None else None
+    runner = _runner(config, audit=True)
+    if address is None:
+        serve_stdio(runner, preset)
+    else:
+        serve_http(runner, preset, *address)
 
 
 def run() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -75,12 +75,29 @@ class CapabilitiesConfig(_Section):
     presets: dict[str, Preset] = Field(default_factory=_default_presets)
 
 
+ApprovalMode = Literal["ask", "preApproved", "blocked"]
+
+
+class ApprovalConfig(_Section):
+    # None: "ask" for external tools, "preApproved" for built-ins.
+    default: ApprovalMode | None = None
+    tools: dict[str, ApprovalMode] = {}
+
+
+class AuditConfig(_Section):
+    enabled: bool = True
+    path: PathText = ".zigclaw/audit.jsonl"
+    include_args: bool = False
+
+
 class Config(_Section):
     """A whole zigclaw.toml; every field has the default of SPEC 3."""
 
     security: SecurityConfig = SecurityConfig()
     tools: ToolsConfig = ToolsConfig()
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
+    approval: ApprovalConfig = ApprovalConfig()
+    audit: AuditConfig = AuditConfig()
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,42 @@ class InvalidToolArgs(ZigclawError):
     name = "InvalidToolArgs"
 
 
+# --- approvals and the audit trail ---------------------------------------------------
+
+
+class ToolBlocked(ZigclawError):
+    """The approval policy blocks the tool (`[approval]` says "blocked")."""
+
+    name = "ToolBlocked"
+
+
+class ApprovalRequired(ZigclawError):
+    """The tool needs an approval and nobody could be asked."""
+
+    name = "ApprovalRequired"
+
+
+class ApprovalDenied(ZigclawError):
+    """The approver said no, or gave no valid answer."""
+
+    name = "ApprovalDenied"
+
+
+class ServerUnavailable(ZigclawError):
+    """`zigclaw serve` cannot listen where it was asked to."""
+
+    name = "ServerUnavailable"
+
+
+class AuditUnavailable(ZigclawError):
+    """The audit trail cannot be written; nothing runs without it."""
+
+    name = "AuditUnavailable"
+    default_hint = (
+        "fix [audit] path in zigclaw.toml (or the folder's permissions), or set [audit] enabled = false."
+    )
+
+
 # --- the sandbox -------------------------------------------------------------------
 
 
@@ -158,6 +194,12 @@ class ToolTrap(ZigclawError):
     """The guest trapped (unreachable, stack overflow, out-of-bounds access, ...)."""
 
     name = "ToolTrap"
+
+
+class ToolCancelled(ZigclawError):
+    """The caller cancelled the call; a running guest was stopped."""
+
+    name = "ToolCancelled"
 
 
 class StreamTooLong(ZigclawError):
@@ -201,12 +243,18 @@ ALL_ERRORS: tuple[type[ZigclawError], ...] = (
     ToolNetworkNotAllowed,
     ToolIntegrityMismatch,
     InvalidToolArgs,
+    ToolBlocked,
+    ApprovalRequired,
+    ApprovalDenied,
+    AuditUnavailable,
+    ServerUnavailable,
     InvalidModule,
     SandboxUnavailable,
     ToolTimeout,
     ToolOutOfFuel,
     ToolMemoryLimit,
     ToolTrap,
+    ToolCancelled,
     StreamTooLong,
     MalformedResponse,
     ToolFailed,

@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import InvalidManifest, ToolNotFound
 from .files import IdentityCache
@@ -46,6 +46,21 @@ class Manifest(BaseModel):
     env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = []
     args: dict[str, Any]
     output: dict[str, Any] | None = None
+    # Argument names whose values identify an approval (see runner/approval.py).
+    approval_key: Annotated[
+        list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")]], Field(max_length=16)
+    ] = []
+
+    @model_validator(mode="after")
+    def _approval_key_names_arguments(self) -> Manifest:
+        properties = self.args.get("properties")
+        known = properties if isinstance(properties, dict) else {}
+        for name in self.approval_key:
+            if name not in known:
+                raise ValueError(f"approval_key: '{name}' is not an argument in [args.properties]")
+        if len(set(self.approval_key)) != len(self.approval_key):
+            raise ValueError("approval_key: names must not repeat")
+        return self
 
     @field_validator("description")
     @classmethod
@@ -128,6 +143,8 @@ class Manifest(BaseModel):
             out["env"] = list(self.env)
         if self.output is not None:
             out["output"] = self.output
+        if self.approval_key:
+            out["approval_key"] = list(self.approval_key)
         return out
 
 

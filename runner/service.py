@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import policy
+from .approval import (
+    ASK,
+    BLOCKED,
+    ApprovalMemory,
+    ApprovalRequest,
+    Approver,
+    approval_key,
+    decide_approval,
+    mode_for,
+)
+from .audit import AuditLog, CallRecord
+from .cancel import CancelToken
 from .config import LoadedConfig, Warning_, load_config, validation_warnings
 from .errors import (
     ExternalToolDenied,
@@ -18,6 +31,8 @@ from .errors import (
     MalformedResponse,
     SandboxUnavailable,
     ToolAbiMismatch,
+    ToolBlocked,
+    ToolCancelled,
     ToolFailed,
     ToolIntegrityMismatch,
     ToolNetworkNotAllowed,
@@ -26,7 +41,7 @@ from .errors import (
     ZigclawError,
 )
 from .manifest import Manifest, load_manifest
-from .modulefile import read_module
+from .modulefile import ModuleFile, read_module
 from .policy import ActivePreset, Decision, Mount
 from .protocol import decode_response, encode_request, new_request_id
 from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
@@ -55,6 +70,8 @@ class RunResult:
     tool: str = ""
     duration_ms: float = 0.0
     fuel_used: int = 0
+    peak_memory_bytes: int = 0
+    output_bytes: int = 0
     decisions: tuple[Decision, ...] = field(default=(), repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,7 +88,9 @@ class RunResult:
 class Runner:
     """Runs tools under one config; safe to share between threads."""
 
-    def __init__(self, loaded: LoadedConfig, *, guard_blocking_calls: bool | None = None) -> None:
+    def __init__(
+        self, loaded: LoadedConfig, *, guard_blocking_calls: bool | None = None, audit: bool = True
+    ) -> None:
         self.loaded = loaded
         config = loaded.config
         self.guard_blocking_calls = (
@@ -86,16 +105,25 @@ class Runner:
         self._presets: dict[str | None, ActivePreset] = {}
         self._allowed: dict[tuple[str, str], tuple[Decision, ...]] = {}
         self._mount_plans: dict[str, tuple[tuple[tuple[int, int], ...], list[Mount]]] = {}
+        self.approvals = ApprovalMemory()
+        # Opened now: an audit trail that cannot be written stops the Runner before any call.
+        self.audit: AuditLog | None = AuditLog(self.audit_path) if audit and config.audit.enabled else None
 
     @classmethod
     def from_config(
-        cls, path: str | Path | None = None, *, guard_blocking_calls: bool | None = None
+        cls, path: str | Path | None = None, *, guard_blocking_calls: bool | None = None, audit: bool = True
     ) -> Runner:
         """A runner for `path`, else ./zigclaw.toml, else the built-in defaults.
 
-        `guard_blocking_calls` overrides `[security] guard_blocking_calls`.
+        `guard_blocking_calls` overrides `[security] guard_blocking_calls`. `audit=False`
+        leaves the audit log closed (for a Runner that only lists and explains).
         """
-        return cls(load_config(path), guard_blocking_calls=guard_blocking_calls)
+        return cls(load_config(path), guard_blocking_calls=guard_blocking_calls, audit=audit)
+
+    @property
+    def audit_path(self) -> Path:
+        """Where `[audit]` says the trail goes (relative to the config file's folder)."""
+        return self.loaded.resolve(self.loaded.config.audit.path)
 
     # --- policy -------------------------------------------------------------------------
 
@@ -223,35 +251,144 @@ class Runner:
                     warnings.append(
                         Warning_(f"capabilities.presets.{name}.allow_write_paths", decision.reason)
                     )
+        warnings.extend(self._agent_warnings(known))
+        return warnings
+
+    def _agent_warnings(self, known: set[str]) -> list[Warning_]:
+        """`[approval]` entries for unknown tools; raw arguments logged where tools can read them."""
+        config = self.loaded.config
+        warnings = [
+            Warning_(f"approval.tools.{tool}", f"'{tool}' is not a known tool")
+            for tool in sorted(config.approval.tools)
+            if tool not in known
+        ]
+        audit = config.audit
+        if audit.enabled and audit.include_args:
+            log = os.path.realpath(self.audit_path)
+            workspace = os.path.realpath(self.workspace)
+            if log == workspace or log.startswith(workspace.rstrip("/") + "/"):
+                warnings.append(
+                    Warning_(
+                        "audit.path",
+                        "the audit log is inside the workspace, where every tool can read the "
+                        "arguments include_args logs; move it out of the workspace",
+                    )
+                )
         return warnings
 
     # --- one call -------------------------------------------------------------------------
 
-    def run(self, tool: str, args: Any, *, preset: str | None = None) -> RunResult:
+    def run(
+        self,
+        tool: str,
+        args: Any,
+        *,
+        preset: str | None = None,
+        cancel: CancelToken | None = None,
+        approve: Approver | None = None,
+    ) -> RunResult:
         """Decide, run and decode one call; raise the named error of the first step that fails.
 
         `args` is the argument object (a dict) or its JSON text. Safe from any thread:
         a caller with a small stack has the whole call done on a worker with a large one
-        (JSON parsing and wasm both recurse on the native stack).
+        (JSON parsing and wasm both recurse on the native stack). `cancel`, set from any
+        thread, stops the call (ToolCancelled). `approve` answers for tools whose approval
+        mode is "ask"; without it they are refused (ApprovalRequired).
         """
         if not has_room_for_wasm():
             from .sandbox.wasi import runtime
 
-            return runtime().workers.call(lambda: self._run(tool, args, preset), timeout=None)
-        return self._run(tool, args, preset)
+            return runtime().workers.call(
+                lambda: self._audited_run(tool, args, preset, cancel, approve), timeout=None
+            )
+        return self._audited_run(tool, args, preset, cancel, approve)
 
-    def _run(self, tool: Any, args: Any, preset: Any) -> RunResult:
+    def pending_approval(self, tool: str, args: Any, *, preset: str | None = None) -> ApprovalRequest | None:
+        """The approval a call would have to ask for, or None when it needs none.
+
+        Raises the named error when the call would be refused before that point.
+        Nothing is run and nothing is logged: the call itself is made with `run`.
+        """
+        active = self.active_preset(preset)
+        record = CallRecord(new_request_id(), str(tool), active.name, "")
+        manifest, module, parsed = self._prepare(tool, args, active, record)
+        mode = self.approval_mode(tool)
+        if mode == BLOCKED:
+            raise ToolBlocked(f"tool '{tool}' is blocked by [approval]")
+        if mode != ASK:
+            return None
+        request = self._approval_request(tool, manifest, module, parsed, active)
+        return None if self.approvals.knows(request) else request
+
+    def approval_mode(self, tool: str) -> str:
+        """`ask`, `preApproved` or `blocked`, from `[approval]`."""
+        approval = self.loaded.config.approval
+        return mode_for(approval.default, approval.tools, tool, builtin=self.is_builtin(tool))
+
+    def _audited_run(
+        self, tool: Any, args: Any, preset: Any, cancel: CancelToken | None, approve: Approver | None
+    ) -> RunResult:
+        started = time.monotonic()
+        active = self.active_preset(preset)
+        record = CallRecord(
+            request_id=new_request_id(),
+            tool=tool if isinstance(tool, str) else repr(tool)[:80],
+            preset=active.name,
+            policy_hash=policy.policy_hash(self.loaded.config.security.workspace_root, active)
+            if self.audit is not None
+            else "",
+            args=args,
+        )
+        try:
+            result = self._run(tool, args, active, record, cancel, approve)
+        except ZigclawError as exc:
+            self._log_end(record, started, error=exc)
+            raise
+        except Exception as exc:
+            from .errors import InternalError
+
+            self._log_end(record, started, error=InternalError(f"{type(exc).__name__}: {exc}"))
+            raise
+        self._log_end(
+            record,
+            started,
+            tool_ok=result.ok,
+            fuel_used=result.fuel_used,
+            peak_memory_bytes=result.peak_memory_bytes,
+            output_bytes=result.output_bytes,
+        )
+        return result
+
+    def _log_end(self, record: CallRecord, started: float, **outcome: Any) -> None:
+        if self.audit is None:
+            return
+        lines = record.pending_decisions()
+        lines.append(record.end_line(duration_ms=(time.monotonic() - started) * 1000, **outcome))
+        self.audit.append(lines)
+
+    def _prepare(
+        self, tool: Any, args: Any, active: ActivePreset, record: CallRecord
+    ) -> tuple[Manifest, ModuleFile, dict[str, Any]]:
+        """Steps 1-7 of SPEC 4: every decision before approval; raises at the first denial."""
         if not isinstance(tool, str):
             raise InvalidToolName(f"a tool name is a string, not {type(tool).__name__}")
-
-        active = self.active_preset(preset)
-        decisions = self.static_decisions(tool, active)
+        decisions = record.decisions
+        decisions.extend(self.static_decisions(tool, active))
         for decision in decisions:
             _raise_if_denied(decision, tool)
+        record.origin = "built-in" if self.is_builtin(tool) else "external"
         manifest = load_manifest(self.folder_for(tool), tool)
+        record.limits = {
+            "max_runtime_ms": manifest.max_runtime_ms,
+            "max_fuel": manifest.fuel,
+            "max_memory_bytes": manifest.max_memory_bytes,
+            "max_stdout_bytes": manifest.max_stdout_bytes,
+            "max_stderr_bytes": manifest.max_stderr_bytes,
+        }
         self._check_registry(tool, manifest)
         module = read_module(os.path.join(self.folder_for(tool), manifest.module_file))
         digest = module.sha256
+        record.module_sha256 = digest
         for decision in (
             policy.integrity_check(manifest.sha256, digest),
             policy.network_gate(active, manifest.requires_network),
@@ -260,13 +397,61 @@ class Runner:
             _raise_if_denied(decision, tool)
         if isinstance(args, str):
             args = parse_args(args)
+            record.args = args
         validate_args(manifest.args_validator, args, tool)
+        return manifest, module, args
+
+    def _approval_request(
+        self, tool: str, manifest: Manifest, module: ModuleFile, args: dict[str, Any], active: ActivePreset
+    ) -> ApprovalRequest:
+        return ApprovalRequest(
+            tool=tool,
+            key=approval_key(manifest.approval_key, args),
+            policy_hash=policy.policy_hash(self.loaded.config.security.workspace_root, active),
+            module_sha256=module.sha256,
+        )
+
+    def _approve(
+        self,
+        tool: str,
+        manifest: Manifest,
+        module: ModuleFile,
+        args: dict[str, Any],
+        active: ActivePreset,
+        record: CallRecord,
+        approve: Approver | None,
+    ) -> None:
+        """Step 8: the approval policy; raises ToolBlocked, ApprovalRequired or ApprovalDenied."""
+        decision, refusal = decide_approval(
+            tool,
+            self.approval_mode(tool),
+            lambda: self._approval_request(tool, manifest, module, args, active),
+            self.approvals,
+            approve,
+        )
+        record.decisions.append(decision)
+        if refusal is not None:
+            raise refusal
+
+    def _run(
+        self,
+        tool: Any,
+        args: Any,
+        active: ActivePreset,
+        record: CallRecord,
+        cancel: CancelToken | None,
+        approve: Approver | None,
+    ) -> RunResult:
+        manifest, module, args = self._prepare(tool, args, active, record)
+        digest = module.sha256
+        decisions = record.decisions
+        self._approve(tool, manifest, module, args, active, record, approve)
         if manifest.native:
             raise SandboxUnavailable(
                 f"tool '{tool}' is a native tool; native tools are not supported by this runner yet",
                 hint="use a WASI build of the tool.",
             )
-        request_id = new_request_id()
+        request_id = record.request_id
         mounts = self._mounts(active)
         try:
             stdin = encode_request(
@@ -295,7 +480,14 @@ class Runner:
             ),
             stdin=stdin,
             guard_blocking_calls=self.guard_blocking_calls,
+            cancel=cancel,
         )
+        if cancel is not None and cancel.cancelled:
+            raise ToolCancelled("call cancelled before the tool started")
+        if self.audit is not None:
+            lines = record.pending_decisions()
+            lines.append(record.started_line(self.loaded.config.audit.include_args))
+            self.audit.append(lines)  # fails closed: nothing runs unless its start is on record
         outcome = runtime().run(plan)
         return _result(tool, manifest, request_id, outcome, tuple(decisions))
 
@@ -329,6 +521,8 @@ class Runner:
             ("the Python installation", Path(sys.prefix)),
             ("the home folder", Path.home()),
         ]
+        if self.loaded.config.audit.enabled:
+            places.append(("the audit log", self.audit_path))
         places += [("a system folder", Path(p)) for p in SYSTEM_FOLDERS]
         return [(label, os.path.realpath(path)) for label, path in places if path is not None]
 
@@ -469,5 +663,7 @@ def _result(
         tool=tool,
         duration_ms=outcome.duration_ms,
         fuel_used=outcome.fuel_used,
+        peak_memory_bytes=outcome.peak_memory_bytes,
+        output_bytes=len(outcome.stdout) + len(outcome.stderr),
         decisions=decisions,
     )

@@ -107,7 +107,12 @@ class ToolBox:
         write_paths: list[str] | None = None,
         allow_network: bool = False,
         extra: str = "",
+        approval: str | None = "preApproved",
     ) -> Path:
+        """The config of a test; `approval` is `[approval] default` (None: leave it unset).
+
+        Sandbox tests run external tools unattended, so they pre-approve them by default.
+        """
         text = textwrap.dedent(
             f"""
             [security]
@@ -128,6 +133,8 @@ class ToolBox:
             allow_write_paths = {_toml_value(write_paths or [])}
             """
         )
+        if approval is not None:
+            text += f'\n[approval]\ndefault = "{approval}"\n'
         self.config_path.write_text(text + extra)
         return self.config_path
 

@@ -65,7 +65,8 @@ def box(toolbox: Any) -> Box:
 
 
 def files_under(folder: Path) -> set[Path]:
-    return {path for path in folder.rglob("*")}
+    # The audit trail (.zigclaw/) is the one thing a run leaves behind, by design.
+    return {path for path in folder.rglob("*") if ".zigclaw" not in path.relative_to(folder).parts}
 
 
 # --- echo ------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_tools_run_of_the_same_external_tool_runs_once_allow_external_is_true(tm
         tools = ["echo", "x"]
         """,
     )
-    proc = zigclaw(tmp_path, "tools", "run", "x", "--args", '{"text":"hi"}')
+    proc = zigclaw(tmp_path, "tools", "run", "x", "--args", '{"text":"hi"}', "--yes")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["data"] == {"echo": "hi"}
 

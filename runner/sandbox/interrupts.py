@@ -17,6 +17,8 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
+from ..cancel import CancelToken
+
 MAX_POLL_SUBSCRIPTIONS = 4096
 
 # WASI errno values used by the shadowed poll_oneoff.
@@ -30,15 +32,17 @@ _LAST_CLOCK_ID = 3  # realtime, monotonic, process and thread CPU time
 
 # Why a running guest must stop; set from any thread, read by the guest's thread.
 STOP_TIMEOUT = "timeout"
+STOP_CANCELLED = "cancelled"
 
 
 class RunState:
     """What the epoch callback and host functions of one run need to know."""
 
-    __slots__ = ("deadline", "monotonic_base_ns", "stop_reason")
+    __slots__ = ("cancel", "deadline", "monotonic_base_ns", "stop_reason")
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, cancel: CancelToken | None = None) -> None:
         self.deadline = deadline
+        self.cancel = cancel
         self.stop_reason: str | None = None
         # wasmtime's guest monotonic clock counts from when the WASI context was made;
         # the runner sets this then, to turn the guest's absolute times into ours.
@@ -49,9 +53,19 @@ class RunState:
             self.stop_reason = reason
 
     def should_stop(self) -> bool:
-        if self.stop_reason is None and time.monotonic() >= self.deadline:
-            self.stop_reason = STOP_TIMEOUT
+        if self.stop_reason is None:
+            if self.cancel is not None and self.cancel.cancelled:
+                self.stop_reason = STOP_CANCELLED
+            elif time.monotonic() >= self.deadline:
+                self.stop_reason = STOP_TIMEOUT
         return self.stop_reason is not None
+
+    def pause(self, seconds: float) -> None:
+        """Sleep on behalf of the guest; a cancellation ends the sleep at once."""
+        if self.cancel is not None:
+            self.cancel.wait(seconds)
+        else:
+            time.sleep(seconds)
 
 
 _current = threading.local()
@@ -146,7 +160,7 @@ def _poll(caller: wasmtime.Caller, in_ptr: int, out_ptr: int, count: int, nevent
             remaining = wake_at - time.monotonic_ns()
             if remaining <= 0:
                 break
-            time.sleep(min(remaining / 1e9, 0.01))
+            state.pause(min(remaining / 1e9, 0.01))
         now = time.monotonic_ns()
     events = [(userdata, tag, 1) for userdata, tag in ready]
     events += [(userdata, 0, 0) for userdata, wake in clocks if wake <= now]

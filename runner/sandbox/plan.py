@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cancel import CancelToken
 from ..policy import Mount
 
 
@@ -34,6 +35,8 @@ class RunPlan:
     # Run on a worker thread and give up on it at the deadline (plus a grace period)
     # even if the guest is stuck in a blocking host call, at the cost of a thread handoff.
     guard_blocking_calls: bool = False
+    # Set by the caller to stop the run early (ToolCancelled).
+    cancel: CancelToken | None = None
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,5 @@ class SandboxResult:
     stderr: bytes
     fuel_used: int
     duration_ms: float
+    # Linear memory never shrinks: its size at the end is the run's peak.
+    peak_memory_bytes: int = 0

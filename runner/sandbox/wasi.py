@@ -24,6 +24,7 @@ from ..errors import (
     InvalidModule,
     SandboxUnavailable,
     StreamTooLong,
+    ToolCancelled,
     ToolMemoryLimit,
     ToolTimeout,
     first_line,
@@ -32,7 +33,7 @@ from ..errors import (
 from ..policy import Mount
 from .cache import ModuleCache, default_cache_dir, engine_key
 from .heartbeat import Heartbeat
-from .interrupts import NO_FINALIZER, ON_EPOCH, STOP_TIMEOUT, RunState, bind, poll_oneoff
+from .interrupts import NO_FINALIZER, ON_EPOCH, STOP_CANCELLED, STOP_TIMEOUT, RunState, bind, poll_oneoff
 from .pipes import BoundedSink, capture, pump_active
 from .plan import RunPlan, SandboxResult
 from .progress import compiling
@@ -251,7 +252,7 @@ class WasiRuntime:
     def _run(self, plan: RunPlan, compiled: CompiledModule) -> SandboxResult:
         limits = plan.limits
         started = time.monotonic()
-        state = RunState(started + limits.max_runtime_ms / 1000)
+        state = RunState(started + limits.max_runtime_ms / 1000, plan.cancel)
         sinks: list[BoundedSink] = []
         store = wasmtime.Store(self.engine)
         try:
@@ -283,6 +284,8 @@ class WasiRuntime:
             if sink.overflowed:
                 cap = sink.cap
                 raise StreamTooLong(f"tool wrote more than {cap} bytes to {sink.name}")
+        if state.stop_reason == STOP_CANCELLED:
+            raise ToolCancelled(f"call cancelled; the tool was stopped after {duration_ms:.1f} ms")
         if state.stop_reason == STOP_TIMEOUT:
             raise ToolTimeout(f"tool ran past its {limits.max_runtime_ms} ms limit")
         # A refused memory.grow is not a trap: the guest sees -1 and fails its own way.
@@ -307,6 +310,7 @@ class WasiRuntime:
             stderr=outputs[1],
             fuel_used=fuel_used,
             duration_ms=duration_ms,
+            peak_memory_bytes=memory_bytes,
         )
 
     def _wasi_config(self, plan: RunPlan, stdout: BoundedSink, stderr: BoundedSink) -> wasmtime.WasiConfig:
@@ -362,7 +366,7 @@ class WasiRuntime:
             self.heartbeat.release(beat)
             bind(None)
         memory_bytes = 0
-        if exports is not None and (failure is not None or code != 0):  # only a failure asks why
+        if exports is not None:
             memory = exports.get("memory")
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
