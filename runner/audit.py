@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -79,6 +80,31 @@ def redact(value: Any, _depth: int = 0) -> Any:
     return value
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decision_fragment(
+    tool: str, preset: str, policy_hash: str, category: str, allowed: bool, reason: str
+) -> bytes:
+    """The part of a decision line after request_id, with its closing brace and newline:
+    the same for every call of a tool under a preset, so it is encoded once."""
+    rest = {
+        "tool": tool,
+        "preset": preset,
+        "policy_hash": policy_hash,
+        "category": category,
+        "allowed": allowed,
+        "reason": _cut(reason),
+    }
+    return _encode(rest)[1:]
+
+
+def _encode(line: Mapping[str, Any]) -> bytes:
+    return json.dumps(line, separators=(",", ":"), ensure_ascii=True, default=str).encode("ascii") + b"\n"
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
 
@@ -109,22 +135,30 @@ class CallRecord:
             "policy_hash": self.policy_hash,
         }
 
-    def pending_decisions(self) -> list[dict[str, Any]]:
-        """Lines for the decisions not yet logged."""
-        out = []
+    def pending_decisions(self) -> list[dict[str, Any] | bytes]:
+        """Lines for the decisions not yet logged, already encoded (a call logs several)."""
+        when = _json(now_iso())
+        head = f'{{"time":{when},"event":"{EVENT_DECISION}","request_id":{_json(self.request_id)},'
+        prefix = head.encode("ascii")
+        out: list[dict[str, Any] | bytes] = []
         for decision in self.decisions[self.decisions_logged :]:
-            line = self._base(EVENT_DECISION)
-            line.update(category=decision.category, allowed=decision.allowed, reason=_cut(decision.reason))
-            out.append(line)
+            fragment = _decision_fragment(
+                self.tool, self.preset, self.policy_hash, decision.category, decision.allowed, decision.reason
+            )
+            out.append(prefix + fragment)
         self.decisions_logged = len(self.decisions)
         return out
+
+    @functools.cached_property
+    def _args_sha256(self) -> str:
+        return args_sha256(self.args)
 
     def started_line(self, include_args: bool) -> dict[str, Any]:
         line = self._base(EVENT_STARTED)
         line.update(
             origin=self.origin,
             module_sha256=self.module_sha256,
-            args_sha256=args_sha256(self.args),
+            args_sha256=self._args_sha256,
             limits=self.limits,
         )
         if include_args:
@@ -151,7 +185,7 @@ class CallRecord:
         line.update(
             origin=self.origin,
             module_sha256=self.module_sha256,
-            args_sha256=args_sha256(self.args),
+            args_sha256=self._args_sha256,
             limits=self.limits,
             duration_ms=round(duration_ms, 3),
             fuel_used=fuel_used,
@@ -173,6 +207,7 @@ class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._clean_size = -1  # the file size our last append left (a whole line at its end)
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -190,12 +225,10 @@ class AuditLog:
             os.close(self._fd)
             raise
 
-    def append(self, lines: Iterable[Mapping[str, Any]]) -> None:
-        """Append `lines` in one write; AuditUnavailable when they cannot all be written."""
-        data = b"".join(
-            json.dumps(line, separators=(",", ":"), ensure_ascii=True, default=str).encode("ascii") + b"\n"
-            for line in lines
-        )
+    def append(self, lines: Iterable[Mapping[str, Any] | bytes]) -> None:
+        """Append `lines` (objects, or lines already encoded with their newline) in one write;
+        AuditUnavailable when they cannot all be written."""
+        data = b"".join(line if isinstance(line, bytes) else _encode(line) for line in lines)
         with self._lock:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
@@ -212,6 +245,8 @@ class AuditLog:
         """Cut a trailing partial line (left by a crash) off; the file's size after."""
         try:
             size = os.fstat(self._fd).st_size
+            if size == self._clean_size:
+                return size  # as our last append left it: ends with a whole line
             if size == 0 or os.pread(self._fd, 1, size - 1) == b"\n":
                 return size
             start = max(0, size - _REPAIR_WINDOW)
@@ -234,6 +269,7 @@ class AuditLog:
         else:
             failure = f"only {written} of {len(data)} bytes were written"
         if written == len(data):
+            self._clean_size = size + written
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, size)  # never leave part of a line behind
