@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ALL_ERRORS,
+    ExampleFailed,
     ExternalToolDenied,
     InternalError,
+    InvalidArchive,
     InvalidConfig,
     InvalidManifest,
     InvalidModule,
@@ -21,6 +23,7 @@ from .errors import (
     SandboxUnavailable,
     StreamTooLong,
     ToolAbiMismatch,
+    ToolExists,
     ToolFailed,
     ToolIntegrityMismatch,
     ToolMemoryLimit,
@@ -41,8 +44,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ALL_ERRORS",
+    "ExampleFailed",
     "ExternalToolDenied",
     "InternalError",
+    "InvalidArchive",
     "InvalidConfig",
     "InvalidManifest",
     "InvalidModule",
@@ -54,6 +59,7 @@ __all__ = [
     "SandboxUnavailable",
     "StreamTooLong",
     "ToolAbiMismatch",
+    "ToolExists",
     "ToolFailed",
     "ToolIntegrityMismatch",
     "ToolMemoryLimit",

@@ -120,14 +120,16 @@ def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None
         return escape(printable(text))
 
     active = runner.active_preset()
-    table = Table("tool", "origin", "version", "policy", "status")
+    table = Table("tool", "origin", "shadows", "version", "policy", "status")
     for entry in entries:
         decisions = runner.static_decisions(entry.name, active)
         denied = next((d for d in decisions if not d.allowed), None)
         verdict = "allowed" if denied is None else denied.reason
         version = entry.manifest.version if entry.manifest else "-"
         status = "ok" if entry.error is None else f"invalid: {entry.error.message}"
-        table.add_row(*(cell(text) for text in (entry.name, entry.origin, version, verdict, status)))
+        shadows = ", ".join(entry.shadows) or "-"
+        row = (entry.name, entry.origin, shadows, version, verdict, status)
+        table.add_row(*(cell(text) for text in row))
     Console().print(table)
 
 

@@ -23,6 +23,17 @@ SEMVER_PATTERN = rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+[0-9A-Za-z-]+
 # Fuel per millisecond of max_runtime_ms when max_fuel is not given: above what
 # wasmtime executes in that time, so the wall clock is normally the binding limit.
 FUEL_PER_MS = 5_000_000
+MAX_EXAMPLES = 64
+
+
+class Example(BaseModel):
+    """One `[[examples]]` entry: arguments, and the `data` the tool must answer with (checked by validate)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    args: dict[str, Any] = {}
+    data: Any
+    ok: bool = True
 
 
 class Manifest(BaseModel):
@@ -45,6 +56,7 @@ class Manifest(BaseModel):
     env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = []
     args: dict[str, Any]
     output: dict[str, Any] | None = None
+    examples: Annotated[list[Example], Field(max_length=MAX_EXAMPLES)] = []
 
     @field_validator("description")
     @classmethod
@@ -120,6 +132,8 @@ class Manifest(BaseModel):
             out["env"] = list(self.env)
         if self.output is not None:
             out["output"] = self.output
+        if self.examples:
+            out["examples"] = [example.model_dump() for example in self.examples]
         return out
 
 
