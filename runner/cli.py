@@ -238,6 +238,72 @@ def policy_explain(
         _emit(runner.explain_mount(mount, preset))
 
 
+# --- wasi: any WASI command module in the sandbox ---------------------------------------
+
+wasi_app = typer.Typer(no_args_is_help=True, help="Run any WASI command module in the sandbox.")
+app.add_typer(wasi_app, name="wasi")
+
+
+@wasi_app.command("run", context_settings={"allow_interspersed_args": False})
+def wasi_run(
+    module: Annotated[str, typer.Argument(help="The WASI command module (.wasm).")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the module, after --.")] = None,
+    dirs: Annotated[
+        list[str] | None,
+        typer.Option("--dir", help="Map HOST[::GUEST[::ro]]; ro makes it read-only for real."),
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="Pass NAME=VALUE, or NAME with the host's value.")
+    ] = None,
+    timeout: Annotated[int, typer.Option("--timeout", min=1, max=600_000, help="Wall clock, ms.")] = 10_000,
+    fuel: Annotated[
+        int | None, typer.Option("--fuel", min=1, max=2**63 - 1, help="Instruction budget.")
+    ] = None,
+    max_memory: Annotated[
+        int, typer.Option("--max-memory", min=65536, max=4 * 1024**3, help="Linear memory cap, bytes.")
+    ] = 256 * 1024 * 1024,
+    max_stdout: Annotated[
+        int, typer.Option("--max-stdout", min=0, max=1024**3, help="stdout cap, bytes.")
+    ] = 64 * 1024 * 1024,
+    max_stderr: Annotated[
+        int, typer.Option("--max-stderr", min=0, max=1024**3, help="stderr cap, bytes.")
+    ] = 1024 * 1024,
+) -> None:
+    """Run a WASI command module with argv, stdin and streamed output; exit with its exit code.
+
+    Exit codes: the guest's own (0-125); 126 it could not be started; 200 ToolTimeout,
+    201 ToolOutOfFuel, 202 ToolMemoryLimit, 203 StreamTooLong, 204 ToolTrap; 2 a usage error.
+    """
+    from .wasirun import CommandLimits, exit_code_for, run_module
+
+    guest_args = list(args or [])
+    if guest_args[:1] == ["--"]:  # options end at the module; a `--` after it is only a separator
+        guest_args = guest_args[1:]
+    limits = CommandLimits(timeout, fuel, max_memory, max_stdout, max_stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        code = run_module(module, guest_args, dirs=dirs or [], env=env or [], limits=limits)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except ZigclawError as exc:
+        _report_stop(exc)
+        raise typer.Exit(exit_code_for(exc)) from None
+    except Exception as exc:
+        if os.environ.get("ZIGCLAW_DEBUG"):
+            raise
+        error = InternalError(f"{type(exc).__name__}: {exc}")
+        _report_stop(error)
+        raise typer.Exit(exit_code_for(error)) from None
+    raise typer.Exit(code)
+
+
+def _report_stop(error: ZigclawError) -> None:
+    sys.stderr.write(f"error: {error.name}\nmessage: {error.message}\n")
+    if error.hint:
+        sys.stderr.write(f"hint: {error.hint}\n")
+
+
 def run() -> None:
     """Console-script entry point."""
     # Started with stdout or stderr closed: write into the void rather than crash.
