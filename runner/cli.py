@@ -274,7 +274,7 @@ def wasi_run(
     Exit codes: the guest's own (0-125); 126 it could not be started; 200 ToolTimeout,
     201 ToolOutOfFuel, 202 ToolMemoryLimit, 203 StreamTooLong, 204 ToolTrap; 2 a usage error.
     """
-    from .wasirun import CommandLimits, exit_code_for, run_module
+    from .wasirun import CommandLimits, UsageProblem, exit_code_for, run_module
 
     guest_args = list(args or [])
     if guest_args[:1] == ["--"]:  # options end at the module; a `--` after it is only a separator
@@ -284,8 +284,8 @@ def wasi_run(
     sys.stderr.flush()
     try:
         code = run_module(module, guest_args, dirs=dirs or [], env=env or [], limits=limits)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    except UsageProblem as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
     except ZigclawError as exc:
         _report_stop(exc)
         raise typer.Exit(exit_code_for(exc)) from None

@@ -47,6 +47,14 @@ EXIT_CODES: dict[type[ZigclawError], int] = {
 READ_ONLY_FLAG = "ro"
 
 
+class UsageProblem(ValueError):
+    """A malformed `--dir` or `--env` value (a usage error); `option` names the flag."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 def exit_code_for(error: ZigclawError) -> int:
     """The process exit code for a run that ended in `error`."""
     return EXIT_CODES.get(type(error), EXIT_NOT_STARTED)
@@ -148,14 +156,20 @@ def run_module(
 ) -> int:
     """Run a WASI command module; return its exit code or raise the named error that ended it.
 
-    Malformed `dirs` or `env` specs raise ValueError (a usage error for the CLI).
+    Malformed `dirs` or `env` specs raise UsageProblem.
     """
     from .sandbox.cache import default_cache_dir
     from .sandbox.command import CommandPlan, run_command
     from .sandbox.plan import Limits
 
-    specs = [parse_dir(spec) for spec in dirs]
-    variables = [parse_env(spec, os.environ if host_env is None else host_env) for spec in env]
+    try:
+        specs = [parse_dir(spec) for spec in dirs]
+    except ValueError as exc:
+        raise UsageProblem("--dir", str(exc)) from None
+    try:
+        variables = [parse_env(spec, os.environ if host_env is None else host_env) for spec in env]
+    except ValueError as exc:
+        raise UsageProblem("--env", str(exc)) from None
     path = Path(module)
     try:
         # The user names this file on the command line: a symlink to it is fine.
