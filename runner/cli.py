@@ -238,6 +238,113 @@ def policy_explain(
         _emit(runner.explain_mount(mount, preset))
 
 
+# --- tools new / validate / add: authoring and installing third-party tools ---------------
+
+
+@tools_app.command("new")
+@handles_errors("tools")
+def tools_new(
+    name: Annotated[str, typer.Argument(help="The tool's name (^[a-z][a-z0-9_]{0,63}$).")],
+    lang: Annotated[str, typer.Option("--lang", help="zig or c.")] = "zig",
+    folder: Annotated[str, typer.Option("--dir", help="Make the tool folder <DIR>/<NAME>.")] = ".",
+    build: Annotated[bool, typer.Option("--build/--no-build", help="Build the module now.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Scaffold a working tool: manifest with an example, protocol v0 source, build.sh."""
+    from pathlib import Path
+
+    from .scaffold import LANGUAGES, new_tool
+
+    if lang not in LANGUAGES:
+        raise typer.BadParameter(f"'{lang}' is not one of {', '.join(LANGUAGES)}", param_hint="'--lang'")
+    made = new_tool(name, lang, Path(folder), build=build)
+    if as_json or not _is_terminal():
+        _emit({"ok": True, "folder": str(made.folder), "files": list(made.files), "built": made.built})
+        return
+    sys.stdout.write(f"created {made.folder}: {', '.join(made.files)}\n{made.build_note}\n")
+    sys.stdout.write(f"next: zigclaw tools validate {made.folder} && zigclaw tools add {made.folder}\n")
+
+
+@tools_app.command("validate")
+@handles_errors("tools")
+def tools_validate(
+    target: Annotated[str, typer.Argument(help="A tool folder, a manifest file, or an installed tool's name.")],
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a tool: manifest, module, sha256 pin, and each [[examples]] entry, run for real."""
+    from pathlib import Path
+
+    from .toolcheck import find_manifest, manifest_problem, validate
+
+    path = Path(target)
+    if os.path.lexists(path) or "/" in target or target.endswith(".toml"):
+        folder, tool = find_manifest(path)
+    else:
+        tool = target
+        folder = _runner(config).folder_for(tool)
+    report = validate(folder, tool)
+    _render_report(report, as_json)
+    if not report.ok:
+        if as_json:
+            raise typer.Exit(1)
+        raise manifest_problem(report)
+
+
+def _render_report(report: Any, as_json: bool) -> None:
+    if as_json or not _is_terminal():
+        _emit(report.to_json())
+        return
+    from .errors import printable
+
+    for check in report.checks:
+        sys.stdout.write(f"{check.status.upper():4}  {check.name}: {printable(check.detail)}\n")
+    sys.stdout.write(("ok" if report.ok else "FAILED") + f": {report.tool} in {report.folder}\n")
+
+
+@tools_app.command("add")
+@handles_errors("tools")
+def tools_add(
+    source: Annotated[str, typer.Argument(help="A tool folder, its manifest, or a .tar.gz of the folder.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an installed tool of the same name.")] = False,
+    to_global: Annotated[
+        bool, typer.Option("--global", help="Install into the user's global tools folder.")
+    ] = False,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate a tool, then install it with its module's sha256 pinned into the manifest."""
+    from pathlib import Path
+
+    from .install import add_tool
+
+    runner = _runner(config)
+    dest = runner.global_dir if to_global else runner.external_dir
+    done = add_tool(
+        Path(source),
+        dest,
+        force=force,
+        builtin_names=frozenset(runner.registry),
+        allow_shadow_builtin=runner.loaded.config.tools.allow_shadow_builtin,
+    )
+    verb = "replaced" if done.replaced else "installed"
+    if as_json or not _is_terminal():
+        checks = [check.to_json() for check in done.report.checks]
+        _emit(
+            {
+                "ok": True,
+                "tool": done.tool,
+                verb: str(done.manifest_path),
+                "module": str(done.module_path),
+                "sha256": done.sha256,
+                "checks": checks,
+            }
+        )
+        return
+    _render_report(done.report, as_json)
+    sys.stdout.write(f"{verb} {done.tool} in {dest} (sha256 {done.sha256})\n")
+
+
 # --- wasi: any WASI command module in the sandbox ---------------------------------------
 
 wasi_app = typer.Typer(no_args_is_help=True, help="Run any WASI command module in the sandbox.")
