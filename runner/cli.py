@@ -268,7 +268,9 @@ def tools_new(
 @tools_app.command("validate")
 @handles_errors("tools")
 def tools_validate(
-    target: Annotated[str, typer.Argument(help="A tool folder, a manifest file, or an installed tool's name.")],
+    target: Annotated[
+        str, typer.Argument(help="A tool folder, a manifest file, or an installed tool's name.")
+    ],
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -281,7 +283,12 @@ def tools_validate(
     if os.path.lexists(path) or "/" in target or target.endswith(".toml"):
         folder, tool = find_manifest(path)
     else:
+        from .errors import InvalidToolName
+        from .policy import check_tool_name
+
         tool = target
+        if not check_tool_name(tool).allowed:
+            raise InvalidToolName(check_tool_name(tool).reason)
         folder = _runner(config).folder_for(tool)
     report = validate(folder, tool)
     _render_report(report, as_json)
@@ -306,7 +313,9 @@ def _render_report(report: Any, as_json: bool) -> None:
 @handles_errors("tools")
 def tools_add(
     source: Annotated[str, typer.Argument(help="A tool folder, its manifest, or a .tar.gz of the folder.")],
-    force: Annotated[bool, typer.Option("--force", help="Replace an installed tool of the same name.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an installed tool of the same name.")
+    ] = False,
     to_global: Annotated[
         bool, typer.Option("--global", help="Install into the user's global tools folder.")
     ] = False,

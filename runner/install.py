@@ -66,7 +66,9 @@ def add_tool(
         report = validate(folder, tool)
         if not report.ok or report.manifest is None or report.module is None:
             raise manifest_problem(report)
-        return _install(report, dest, force, builtin_names, allow_shadow_builtin)
+        installed = _install(report, dest, force, builtin_names, allow_shadow_builtin)
+        report.folder = source  # the staging folder is gone; report where the tool came from
+        return installed
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -99,7 +101,7 @@ def _install(
     if tool in builtin_names and not allow_shadow_builtin:
         raise ToolExists(
             f"'{tool}' is a built-in tool; an installed tool of that name would never run",
-            hint="rename the tool, or set [tools] allow_shadow_builtin = true to let it replace the built-in.",
+            hint="rename the tool, or set [tools] allow_shadow_builtin = true to replace the built-in.",
         )
     if module_name.endswith(".toml") or module_name.startswith("."):
         raise InvalidManifest(f"module '{module_name}' cannot be installed: it would read as a manifest")
@@ -181,7 +183,9 @@ def unpack_archive(archive: Path, stage: Path) -> None:
                         os.makedirs(stage.joinpath(*parts), mode=0o755, exist_ok=True)
                     continue
                 if not member.isfile():
-                    raise InvalidArchive(f"{archive}: '{member.name}' is {_kind(member)}; only files are allowed")
+                    raise InvalidArchive(
+                        f"{archive}: '{member.name}' is {_kind(member)}; only files are allowed"
+                    )
                 if not parts:
                     raise InvalidArchive(f"{archive}: an entry has an empty name")
                 total += member.size

@@ -63,9 +63,9 @@ def new_tool(name: str, lang: str, parent: Path, *, build: bool = True) -> Scaff
 
 def build_tool(folder: Path) -> tuple[bool, str]:
     """Run the folder's build.sh with this Python; (built, what happened)."""
-    try:
-        import ziglang  # noqa: F401 - only asks whether Zig is installed
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("ziglang") is None:
         return False, "not built: Zig is missing; `pip install ziglang`, then run ./build.sh"
     proc = subprocess.run(
         ["sh", str(folder / BUILD_SCRIPT)],

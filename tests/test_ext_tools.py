@@ -55,7 +55,7 @@ def test_wc_counts_a_file_under_the_workspace(wc_folder: Path, toolbox) -> None:
 def test_the_source_tree_wc_is_built_by_the_install(tmp_path: Path) -> None:
     built = REPO / "ext-tools" / "wc.wasm"
     if not built.exists():
-        pytest.skip("ext-tools/wc.wasm is built by `pip install -e .` or `just build-plugins`; not built here")
+        pytest.skip("ext-tools/wc.wasm is built by `pip install -e .` or `just build-plugins`; not here")
     proc = subprocess.run(
         [sys.executable, "-m", "runner", "tools", "validate", str(REPO / "ext-tools" / "wc.toml")],
         capture_output=True,

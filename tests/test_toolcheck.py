@@ -1,4 +1,4 @@
-"""`tools validate` and `tools add` (runner/toolcheck.py, runner/install.py), in-process and through the CLI."""
+"""`tools validate` and `tools add` (runner/toolcheck.py, runner/install.py), in-process and via the CLI."""
 
 from __future__ import annotations
 
@@ -107,7 +107,8 @@ def test_a_component_fails_the_module_check_saying_it_is_a_component(tmp_path: P
 
 def test_a_module_importing_outside_wasi_fails(tmp_path: Path, guest) -> None:
     report = validate(*find_manifest(make_tool(tmp_path, module=guest("import_env"))))
-    assert statuses(report)["module"] == FAIL and "not a WASI preview 1 function" in report.first_error.message
+    assert statuses(report)["module"] == FAIL
+    assert "not a WASI preview 1 function" in report.first_error.message
 
 
 def test_a_module_without_start_fails(tmp_path: Path, guest) -> None:

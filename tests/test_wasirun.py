@@ -240,7 +240,8 @@ SVG = """<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox=
 
 def test_usvg_from_pypi_simplifies_an_svg_from_a_read_only_mount(tmp_path: Path) -> None:
     (tmp_path / "in.svg").write_text(SVG)
-    proc = wasi_run("--dir", f"{tmp_path}::/in::ro", str(_resvg_module("usvg.wasm")), "--", "/in/in.svg", "-c")
+    usvg = str(_resvg_module("usvg.wasm"))
+    proc = wasi_run("--dir", f"{tmp_path}::/in::ro", usvg, "--", "/in/in.svg", "-c")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert out.startswith("<svg") and 'width="40"' in out

@@ -73,7 +73,7 @@ class ForwardedStream:
             os.close(self.write_fd)
             self.write_fd = -1
 
-    def finish(self, timeout: float) -> None:
+    def finish(self, timeout: float | None) -> None:
         """Wait (at most `timeout` s) until everything the guest wrote has been forwarded or dropped."""
         self.close_write_end()
         self._thread.join(timeout)
