@@ -84,7 +84,7 @@ def _run(rt: WasiRuntime, plan: CommandPlan, compiled: CompiledModule) -> Comman
         state.monotonic_base_ns = time.monotonic_ns()
         for stream in streams:
             stream.close_write_end()
-        outcome = rt.execute(store, compiled, state)
+        outcome = rt._execute(store, compiled, state)
         fuel_used = limits.max_fuel - store.get_fuel()
     finally:
         store.close()  # closes the guest's ends: the forwarders see the end of each stream
@@ -115,5 +115,5 @@ def _wasi_config(rt: WasiRuntime, plan: CommandPlan, streams: list[ForwardedStre
     wasi.stdout_file = f"/proc/self/fd/{streams[0].write_fd}"
     wasi.stderr_file = f"/proc/self/fd/{streams[1].write_fd}"
     for mount in plan.mounts:
-        rt.preopen(wasi, mount)
+        rt._preopen(wasi, mount)
     return wasi

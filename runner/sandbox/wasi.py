@@ -267,7 +267,7 @@ class WasiRuntime:
             state.monotonic_base_ns = time.monotonic_ns()
             for sink in sinks:
                 sink.close_write_end()
-            outcome = self.execute(store, compiled, state)
+            outcome = self._execute(store, compiled, state)
             fuel_used = limits.max_fuel - store.get_fuel()
         finally:
             store.close()  # closes the guest's ends of the pipes
@@ -318,11 +318,11 @@ class WasiRuntime:
         wasi.stdout_file = f"/proc/self/fd/{stdout.write_fd}"
         wasi.stderr_file = f"/proc/self/fd/{stderr.write_fd}"
         for mount in plan.mounts:
-            self.preopen(wasi, mount)
+            self._preopen(wasi, mount)
         return wasi
 
     @staticmethod
-    def preopen(wasi: wasmtime.WasiConfig, mount: Mount) -> None:
+    def _preopen(wasi: wasmtime.WasiConfig, mount: Mount) -> None:
         """Map exactly the folder that was checked: opened without following a final
         symlink, its identity compared, then handed to wasmtime through /proc/self/fd."""
         flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -342,7 +342,7 @@ class WasiRuntime:
         finally:
             os.close(fd)  # wasmtime holds its own descriptor now
 
-    def execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> Outcome:
+    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> Outcome:
         bind(state)
         self.heartbeat.hold()
         exports = None
