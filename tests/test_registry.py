@@ -122,3 +122,27 @@ def test_shadowing_a_builtin_needs_the_config_switch(monkeypatch, tmp_path, tool
     toolbox.config_path.write_text(text.replace("allow_external = true", "allow_external = false"))
     with pytest.raises(runner.ExternalToolDenied):
         toolbox.runner().run("echo", {"text": "x"})
+
+
+def test_tools_list_on_a_terminal_shows_the_origin_and_what_a_tool_shadows(monkeypatch, tmp_path, guest):
+    import re
+    import sys
+
+    from test_cli import _run_on_terminal, add_external_tool
+
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(home))
+    (home / "tools" / "dup.toml").write_text('tool_name = "dup"\nversion = "1.0.0"\ndescription = "g"\n[args]\n')
+    (home / "tools" / "only_global.toml").write_text(
+        'tool_name = "only_global"\nversion = "2.0.0"\ndescription = "g"\n[args]\ntype = "object"\n'
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    add_external_tool(project, "dup")
+    out = _run_on_terminal(project, [sys.executable, "-m", "runner", "tools", "list"])
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    dup_row = next(line for line in plain.splitlines() if " dup " in line)
+    assert "external" in dup_row and "global" in dup_row  # the project's dup hides the global one
+    global_row = next(line for line in plain.splitlines() if " only_global " in line)
+    assert "global" in global_row and "2.0.0" in global_row
