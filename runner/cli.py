@@ -275,21 +275,9 @@ def tools_validate(
     as_json: JsonOption = False,
 ) -> None:
     """Check a tool: manifest, module, sha256 pin, and each [[examples]] entry, run for real."""
-    from pathlib import Path
+    from .toolcheck import locate_target, manifest_problem, validate
 
-    from .toolcheck import find_manifest, manifest_problem, validate
-
-    path = Path(target)
-    if os.path.lexists(path) or "/" in target or target.endswith(".toml"):
-        folder, tool = find_manifest(path)
-    else:
-        from .errors import InvalidToolName
-        from .policy import check_tool_name
-
-        tool = target
-        if not check_tool_name(tool).allowed:
-            raise InvalidToolName(check_tool_name(tool).reason)
-        folder = _runner(config).folder_for(tool)
+    folder, tool = locate_target(target, lambda name: _runner(config).folder_for(name))
     report = validate(folder, tool)
     _render_report(report, as_json)
     if not report.ok:

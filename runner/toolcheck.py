@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .errors import (
     ExampleFailed,
     InvalidManifest,
     InvalidModule,
+    InvalidToolName,
     ToolIntegrityMismatch,
     ToolMemoryLimit,
     ToolNotFound,
@@ -26,6 +28,7 @@ from .errors import (
 )
 from .manifest import Manifest, load_manifest
 from .modulefile import ModuleFile, read_module
+from .policy import check_tool_name
 from .registry import manifest_stems
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -97,6 +100,17 @@ def find_manifest(path: Path) -> tuple[Path, str]:
     if path.suffix == ".toml" and path.is_file():
         return path.parent, path.stem
     raise ToolNotFound(f"{path} is neither a tool folder nor a manifest file")
+
+
+def locate_target(target: str, folder_for: Callable[[str], Path]) -> tuple[Path, str]:
+    """What `tools validate TARGET` checks: an existing path (folder or manifest), else a tool's name,
+    looked up with `folder_for` (the runner's layers)."""
+    if os.path.lexists(target) or "/" in target or target.endswith(".toml"):
+        return find_manifest(Path(target))
+    decision = check_tool_name(target)
+    if not decision.allowed:
+        raise InvalidToolName(decision.reason)
+    return folder_for(target), target
 
 
 def validate(folder: Path, tool: str, *, run_examples: bool = True) -> Report:

@@ -133,7 +133,9 @@ def test_tools_list_on_a_terminal_shows_the_origin_and_what_a_tool_shadows(monke
     home = tmp_path / "home"
     (home / "tools").mkdir(parents=True)
     monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(home))
-    (home / "tools" / "dup.toml").write_text('tool_name = "dup"\nversion = "1.0.0"\ndescription = "g"\n[args]\n')
+    (home / "tools" / "dup.toml").write_text(
+        'tool_name = "dup"\nversion = "1.0.0"\ndescription = "g"\n[args]\n'
+    )
     (home / "tools" / "only_global.toml").write_text(
         'tool_name = "only_global"\nversion = "2.0.0"\ndescription = "g"\n[args]\ntype = "object"\n'
     )

@@ -338,3 +338,14 @@ def test_cli_add_reports_errors_by_name(tmp_path: Path) -> None:
     assert json.loads(ok.stdout)["sha256"] == runner_sha(ECHO_WASM)
     again = zigclaw(tmp_path, "tools", "add", str(tmp_path / "src" / "say"))
     assert again.returncode == 1 and again.stderr.startswith("error: ToolExists\n")
+
+
+def test_validate_target_is_a_path_when_one_exists_else_a_plain_name(tmp_path: Path, monkeypatch) -> None:
+    from runner.toolcheck import locate_target
+
+    folder = make_tool(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert locate_target("say", lambda name: Path("/nowhere")) == (folder.relative_to(tmp_path), "say")
+    assert locate_target("other", lambda name: tmp_path / "layer") == (tmp_path / "layer", "other")
+    with pytest.raises(runner.InvalidToolName):
+        locate_target("Not_Plain", lambda name: tmp_path)
