@@ -403,6 +403,8 @@ def wasi_run(
 
 
 def _report_stop(error: ZigclawError) -> None:
+    if error.details.get("output_mid_line"):
+        sys.stderr.write("\n")  # the guest's last line was not finished: ours starts on its own
     sys.stderr.write(f"error: {error.name}\nmessage: {error.message}\n")
     if error.hint:
         sys.stderr.write(f"hint: {error.hint}\n")

@@ -45,6 +45,13 @@ EXIT_CODES: dict[type[ZigclawError], int] = {
     ToolTrap: 204,
 }
 READ_ONLY_FLAG = "ro"
+# The flag to raise, where a tool's error names a manifest key.
+HINTS: dict[type[ZigclawError], str] = {
+    ToolTimeout: "raise --timeout (milliseconds) if the program needs longer.",
+    ToolOutOfFuel: "raise --fuel if the program needs more.",
+    ToolMemoryLimit: "raise --max-memory (bytes) if the program needs more.",
+    StreamTooLong: "raise --max-stdout / --max-stderr (bytes) if the output is legitimate.",
+}
 
 
 class UsageProblem(ValueError):
@@ -197,4 +204,8 @@ def run_module(
         stdout_fd=stdout_fd,
         stderr_fd=stderr_fd,
     )
-    return run_command(plan).exit_code
+    try:
+        return run_command(plan).exit_code
+    except ZigclawError as exc:
+        exc.hint = HINTS.get(type(exc), exc.hint)
+        raise

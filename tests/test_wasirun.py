@@ -106,26 +106,31 @@ def test_output_at_any_size_under_the_cap_is_forwarded_whole(wat_module) -> None
     assert len(proc.stdout) == 160 * 65536
 
 
-def test_timeout(wat_module) -> None:
-    assert_stopped(wasi_run("--timeout", "200", str(wat_module("loop_forever"))), "ToolTimeout", 200)
+# Hostile guests (tests/hostile), the flags they run with, and how the sandbox must stop them.
+STOPS = [
+    ("loop_forever", ["--timeout", "200"], "ToolTimeout"),
+    ("start_loop", ["--timeout", "200"], "ToolTimeout"),
+    ("sleep_forever", ["--timeout", "200"], "ToolTimeout"),
+    ("loop_forever", ["--timeout", "60000", "--fuel", "100000"], "ToolOutOfFuel"),
+    ("huge_initial_memory", ["--max-memory", "1048576"], "ToolMemoryLimit"),
+    ("grow_memory", ["--max-memory", "1048576"], "ToolMemoryLimit"),
+    ("flood_stderr", ["--max-stderr", "1000"], "StreamTooLong"),
+    ("flood_forever", ["--max-stdout", "1000"], "StreamTooLong"),
+    ("divide_by_zero", [], "ToolTrap"),
+    ("recurse", [], "ToolTrap"),
+    ("import_env", [], "InvalidModule"),
+    ("no_start", [], "InvalidModule"),
+    ("memory64", [], "InvalidModule"),
+]
 
 
-def test_timeout_while_sleeping(wat_module) -> None:
-    assert_stopped(wasi_run("--timeout", "200", str(wat_module("sleep_forever"))), "ToolTimeout", 200)
-
-
-def test_fuel(wat_module) -> None:
-    proc = wasi_run("--timeout", "60000", "--fuel", "100000", str(wat_module("loop_forever")))
-    assert_stopped(proc, "ToolOutOfFuel", EXIT["ToolOutOfFuel"])
-
-
-def test_memory(wat_module) -> None:
-    proc = wasi_run("--max-memory", "1048576", str(wat_module("huge_initial_memory")))
-    assert_stopped(proc, "ToolMemoryLimit", EXIT["ToolMemoryLimit"])
-
-
-def test_trap(wat_module) -> None:
-    assert_stopped(wasi_run(str(wat_module("divide_by_zero"))), "ToolTrap", EXIT["ToolTrap"])
+@pytest.mark.parametrize("name,flags,error", STOPS, ids=[f"{g}-{e}" for g, _, e in STOPS])
+def test_hostile_guests_are_stopped_with_their_own_exit_code(wat_module, name, flags, error) -> None:
+    proc = wasi_run(*flags, str(wat_module(name)))
+    assert_stopped(proc, error, EXIT.get(error, EXIT_NOT_STARTED))
+    if flags:  # the hint names the flag to raise, not a manifest key
+        hint = next(line for line in proc.stderr.decode().splitlines() if line.startswith("hint: "))
+        assert flags[-2] in hint and "manifest" not in hint
 
 
 def test_runner_codes_sit_above_every_guest_exit_code() -> None:

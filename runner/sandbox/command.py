@@ -15,7 +15,7 @@ from pathlib import Path
 
 import wasmtime
 
-from ..errors import SandboxUnavailable, ToolMemoryLimit
+from ..errors import SandboxUnavailable, ToolMemoryLimit, ZigclawError
 from ..policy import Mount
 from .forward import ForwardedStream
 from .interrupts import RunState
@@ -90,13 +90,17 @@ def _run(rt: WasiRuntime, plan: CommandPlan, compiled: CompiledModule) -> Comman
         store.close()  # closes the guest's ends: the forwarders see the end of each stream
         for stream in streams:
             stream.finish(timeout=None)
-    raise_if_stopped(
-        state,
-        outcome,
-        limits,
-        overflowed=[(s.name, s.cap) for s in streams if s.overflowed],
-        stderr=b"",
-    )
+    try:
+        raise_if_stopped(
+            state,
+            outcome,
+            limits,
+            overflowed=[(s.name, s.cap) for s in streams if s.overflowed],
+            stderr=b"",
+        )
+    except ZigclawError as exc:
+        exc.details["output_mid_line"] = any(stream.mid_line for stream in streams)
+        raise
     return CommandResult(
         exit_code=outcome.exit_code,
         stdout_bytes=streams[0].forwarded,

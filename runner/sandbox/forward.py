@@ -25,6 +25,8 @@ class ForwardedStream:
         self.forwarded = 0
         self.overflowed = False
         self.target_closed = False
+        # Whether the last byte forwarded ended a line: a message after the guest's starts on its own.
+        self.mid_line = False
         self._target_fd = target_fd
         self._on_overflow = on_overflow
         self._read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
@@ -47,6 +49,7 @@ class ForwardedStream:
                 if part:
                     self._write(part)
                     self.forwarded += len(part)
+                    self.mid_line = not part.endswith(b"\n")
                 if len(chunk) > room and not self.overflowed:
                     self.overflowed = True
                     self._on_overflow(self.name)
