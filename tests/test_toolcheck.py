@@ -349,3 +349,16 @@ def test_validate_target_is_a_path_when_one_exists_else_a_plain_name(tmp_path: P
     assert locate_target("other", lambda name: tmp_path / "layer") == (tmp_path / "layer", "other")
     with pytest.raises(runner.InvalidToolName):
         locate_target("Not_Plain", lambda name: tmp_path)
+
+
+def test_cli_add_global_installs_into_the_global_layer(tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(home))
+    project = tmp_path / "project"
+    project.mkdir()
+    proc = zigclaw(project, "tools", "add", "--global", str(make_tool(tmp_path / "src")))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(home / "tools")) == ["say.toml", "say.wasm"]
+    assert not (project / "ext-tools").exists()
+    listed = zigclaw(project, "tools", "list", "--json")
+    assert "say" in json.loads(listed.stdout)["tools"]
