@@ -331,8 +331,9 @@ def tools_add(
             {
                 "ok": True,
                 "tool": done.tool,
-                verb: str(done.manifest_path),
+                "manifest": str(done.manifest_path),
                 "module": str(done.module_path),
+                "replaced": done.replaced,
                 "sha256": done.sha256,
                 "checks": checks,
             }
