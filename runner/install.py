@@ -11,6 +11,7 @@ refuses the whole archive before a byte of it is used.
 from __future__ import annotations
 
 import contextlib
+import lzma
 import os
 import shutil
 import tarfile
@@ -194,7 +195,8 @@ def unpack_archive(archive: Path, stage: Path) -> None:
                 _unpack_file(tar, member, stage.joinpath(*parts), archive)
     except ZigclawError:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        # ValueError covers decoders' complaints about odd headers (numbers, encodings).
         reason = str(exc) or type(exc).__name__
         raise InvalidArchive(f"{archive} is truncated or not a tar archive: {reason}") from None
 

@@ -362,3 +362,19 @@ def test_cli_add_global_installs_into_the_global_layer(tmp_path: Path, monkeypat
     assert not (project / "ext-tools").exists()
     listed = zigclaw(project, "tools", "list", "--json")
     assert "say" in json.loads(listed.stdout)["tools"]
+
+
+@pytest.mark.parametrize("suffix,mode", [(".tar.xz", "w:xz"), (".tar.bz2", "w:bz2")])
+def test_damaged_xz_and_bz2_archives_are_invalid_archives(tmp_path: Path, suffix: str, mode: str) -> None:
+    good = tmp_path / f"good{suffix}"
+    with tarfile.open(good, mode) as tar:
+        for info, data in good_members():
+            tar.addfile(info, io.BytesIO(data))
+    data = bytearray(good.read_bytes())
+    for index in range(len(data) // 2, len(data) - 8, 7):
+        data[index] ^= 0x5A  # damage the compressed stream past its header
+    bad = tmp_path / f"bad{suffix}"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(runner.InvalidArchive):
+        add(bad, tmp_path / "ext")
+    assert os.listdir(tmp_path / "ext") == []
