@@ -265,3 +265,11 @@ def test_resvg_from_pypi_renders_png_and_cannot_write_into_the_read_only_mount(t
     assert struct.unpack(">II", proc.stdout[16:24]) == (40, 20)
     proc = wasi_run("--dir", f"{tmp_path}::/in::ro", module, "--", "/in/in.svg", "/in/out.png")
     assert proc.returncode != 0 and not (tmp_path / "out.png").exists()
+
+
+def test_a_guest_blocked_in_a_host_call_is_given_up_on_at_its_deadline(wat_module, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "pipe")  # no writer: reading it blocks inside the host, out of the epoch's reach
+    proc = wasi_run("--timeout", "300", "--dir", f"{data}::/data::ro", str(wat_module("read_fifo")))
+    assert_stopped(proc, "ToolTimeout", EXIT["ToolTimeout"])
