@@ -376,8 +376,8 @@ def wasi_run(
 ) -> None:
     """Run a WASI command module with argv, stdin and streamed output; exit with its exit code.
 
-    Exit codes: the guest's own (0-125); 126 it could not be started; 200 ToolTimeout,
-    201 ToolOutOfFuel, 202 ToolMemoryLimit, 203 StreamTooLong, 204 ToolTrap; 2 a usage error.
+    Exit codes: the guest's own (0-125), 2 usage error, 126 not started, 200 ToolTimeout, 201 ToolOutOfFuel,
+    202 ToolMemoryLimit, 203 StreamTooLong, 204 ToolTrap (each with `error: <Name>` on stderr).
     """
     from .wasirun import CommandLimits, UsageProblem, exit_code_for, run_module
 
