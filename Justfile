@@ -11,6 +11,7 @@ setup:
 # Rebuild the built-in tools from plugins/ into runner/_builtin with the ziglang package.
 build-plugins:
     python scripts/build_plugins.py --out runner/_builtin
+    python scripts/build_ext_tools.py
 
 # Regenerate manifests/*.schema.json from the pydantic models.
 schemas:

@@ -32,5 +32,22 @@ class BuildPluginsHook(BuildHookInterface):  # type: ignore[type-arg]
             module.build(root / "runner" / "_builtin")
         except module.BuildError as exc:
             raise RuntimeError(f"building the built-in tools failed: {exc}") from None
+        _build_ext_tools(root)
         # runner/_builtin/ is git-ignored; artifacts put ignored files back into the wheel.
         build_data["artifacts"].append("runner/_builtin/*")
+
+
+def _build_ext_tools(root: Path) -> None:
+    """Build the example C tools in ext-tools/ in place (a source checkout only; not in the wheel)."""
+    script = root / "scripts" / "build_ext_tools.py"
+    if not (root / "ext-tools").is_dir() or not script.is_file():
+        return  # building from an sdist: there is no ext-tools folder to fill
+    spec = importlib.util.spec_from_file_location("_zigclaw_build_ext_tools", script)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {script}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.build(root / "ext-tools")
+    except module.BuildError as exc:
+        raise RuntimeError(f"building the example tools in ext-tools/ failed: {exc}") from None

@@ -138,14 +138,16 @@ def tools_list(config: ConfigOption = None, as_json: JsonOption = False) -> None
         return escape(printable(text))
 
     active = runner.active_preset()
-    table = Table("tool", "origin", "version", "policy", "status")
+    table = Table("tool", "origin", "shadows", "version", "policy", "status")
     for entry in entries:
         decisions = runner.static_decisions(entry.name, active)
         denied = next((d for d in decisions if not d.allowed), None)
         verdict = "allowed" if denied is None else denied.reason
         version = entry.manifest.version if entry.manifest else "-"
         status = "ok" if entry.error is None else f"invalid: {entry.error.message}"
-        table.add_row(*(cell(text) for text in (entry.name, entry.origin, version, verdict, status)))
+        shadows = ", ".join(entry.shadows) or "-"
+        row = (entry.name, entry.origin, shadows, version, verdict, status)
+        table.add_row(*(cell(text) for text in row))
     Console().print(table)
 
 
@@ -341,6 +343,177 @@ def serve(
         serve_stdio(runner, preset)
     else:
         serve_http(runner, preset, *address)
+# --- tools new / validate / add: authoring and installing third-party tools ---------------
+
+
+@tools_app.command("new")
+@handles_errors("tools")
+def tools_new(
+    name: Annotated[str, typer.Argument(help="The tool's name (^[a-z][a-z0-9_]{0,63}$).")],
+    lang: Annotated[str, typer.Option("--lang", help="zig or c.")] = "zig",
+    folder: Annotated[str, typer.Option("--dir", help="Make the tool folder <DIR>/<NAME>.")] = ".",
+    build: Annotated[bool, typer.Option("--build/--no-build", help="Build the module now.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Scaffold a working tool: manifest with an example, protocol v0 source, build.sh."""
+    from pathlib import Path
+
+    from .scaffold import LANGUAGES, new_tool
+
+    if lang not in LANGUAGES:
+        raise typer.BadParameter(f"'{lang}' is not one of {', '.join(LANGUAGES)}", param_hint="'--lang'")
+    made = new_tool(name, lang, Path(folder), build=build)
+    if as_json or not _is_terminal():
+        _emit({"ok": True, "folder": str(made.folder), "files": list(made.files), "built": made.built})
+        return
+    sys.stdout.write(f"created {made.folder}: {', '.join(made.files)}\n{made.build_note}\n")
+    sys.stdout.write(f"next: zigclaw tools validate {made.folder} && zigclaw tools add {made.folder}\n")
+
+
+@tools_app.command("validate")
+@handles_errors("tools")
+def tools_validate(
+    target: Annotated[
+        str, typer.Argument(help="A tool folder, a manifest file, or an installed tool's name.")
+    ],
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a tool: manifest, module, sha256 pin, and each [[examples]] entry, run for real."""
+    from .toolcheck import locate_target, manifest_problem, validate
+
+    folder, tool = locate_target(target, lambda name: _runner(config).folder_for(name))
+    report = validate(folder, tool)
+    _render_report(report, as_json)
+    if not report.ok:
+        if as_json:
+            raise typer.Exit(1)
+        raise manifest_problem(report)
+
+
+def _render_report(report: Any, as_json: bool) -> None:
+    if as_json or not _is_terminal():
+        _emit(report.to_json())
+        return
+    from .errors import printable
+
+    for check in report.checks:
+        sys.stdout.write(f"{check.status.upper():4}  {check.name}: {printable(check.detail)}\n")
+    sys.stdout.write(("ok" if report.ok else "FAILED") + f": {report.tool} in {report.folder}\n")
+
+
+@tools_app.command("add")
+@handles_errors("tools")
+def tools_add(
+    source: Annotated[str, typer.Argument(help="A tool folder, its manifest, or a .tar.gz of the folder.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an installed tool of the same name.")
+    ] = False,
+    to_global: Annotated[
+        bool, typer.Option("--global", help="Install into the user's global tools folder.")
+    ] = False,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate a tool, then install it with its module's sha256 pinned into the manifest."""
+    from pathlib import Path
+
+    from .install import add_tool
+
+    runner = _runner(config)
+    dest = runner.global_dir if to_global else runner.external_dir
+    done = add_tool(
+        Path(source),
+        dest,
+        force=force,
+        builtin_names=frozenset(runner.registry),
+        allow_shadow_builtin=runner.loaded.config.tools.allow_shadow_builtin,
+    )
+    verb = "replaced" if done.replaced else "installed"
+    if as_json or not _is_terminal():
+        checks = [check.to_json() for check in done.report.checks]
+        _emit(
+            {
+                "ok": True,
+                "tool": done.tool,
+                "manifest": str(done.manifest_path),
+                "module": str(done.module_path),
+                "replaced": done.replaced,
+                "sha256": done.sha256,
+                "checks": checks,
+            }
+        )
+        return
+    _render_report(done.report, as_json)
+    sys.stdout.write(f"{verb} {done.tool} in {dest} (sha256 {done.sha256})\n")
+
+
+# --- wasi: any WASI command module in the sandbox ---------------------------------------
+
+wasi_app = typer.Typer(no_args_is_help=True, help="Run any WASI command module in the sandbox.")
+app.add_typer(wasi_app, name="wasi")
+
+
+@wasi_app.command("run", context_settings={"allow_interspersed_args": False})
+def wasi_run(
+    module: Annotated[str, typer.Argument(help="The WASI command module (.wasm).")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the module, after --.")] = None,
+    dirs: Annotated[
+        list[str] | None,
+        typer.Option("--dir", help="Map HOST[::GUEST[::ro]]; ro makes it read-only for real."),
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="Pass NAME=VALUE, or NAME with the host's value.")
+    ] = None,
+    timeout: Annotated[int, typer.Option("--timeout", min=1, max=600_000, help="Wall clock, ms.")] = 10_000,
+    fuel: Annotated[
+        int | None, typer.Option("--fuel", min=1, max=2**63 - 1, help="Instruction budget.")
+    ] = None,
+    max_memory: Annotated[
+        int, typer.Option("--max-memory", min=65536, max=4 * 1024**3, help="Linear memory cap, bytes.")
+    ] = 256 * 1024 * 1024,
+    max_stdout: Annotated[
+        int, typer.Option("--max-stdout", min=0, max=1024**3, help="stdout cap, bytes.")
+    ] = 64 * 1024 * 1024,
+    max_stderr: Annotated[
+        int, typer.Option("--max-stderr", min=0, max=1024**3, help="stderr cap, bytes.")
+    ] = 1024 * 1024,
+) -> None:
+    """Run a WASI command module with argv, stdin and streamed output; exit with its exit code.
+
+    Exit codes: the guest's own (0-125), 2 usage error, 126 not started, 200 ToolTimeout, 201 ToolOutOfFuel,
+    202 ToolMemoryLimit, 203 StreamTooLong, 204 ToolTrap (each with `error: <Name>` on stderr).
+    """
+    from .wasirun import CommandLimits, UsageProblem, exit_code_for, run_module
+
+    guest_args = list(args or [])
+    if guest_args[:1] == ["--"]:  # options end at the module; a `--` after it is only a separator
+        guest_args = guest_args[1:]
+    limits = CommandLimits(timeout, fuel, max_memory, max_stdout, max_stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        code = run_module(module, guest_args, dirs=dirs or [], env=env or [], limits=limits)
+    except UsageProblem as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
+    except ZigclawError as exc:
+        _report_stop(exc)
+        raise typer.Exit(exit_code_for(exc)) from None
+    except Exception as exc:
+        if os.environ.get("ZIGCLAW_DEBUG"):
+            raise
+        error = InternalError(f"{type(exc).__name__}: {exc}")
+        _report_stop(error)
+        raise typer.Exit(exit_code_for(error)) from None
+    raise typer.Exit(code)
+
+
+def _report_stop(error: ZigclawError) -> None:
+    if error.details.get("output_mid_line"):
+        sys.stderr.write("\n")  # the guest's last line was not finished: ours starts on its own
+    sys.stderr.write(f"error: {error.name}\nmessage: {error.message}\n")
+    if error.hint:
+        sys.stderr.write(f"hint: {error.hint}\n")
 
 
 def run() -> None:

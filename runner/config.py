@@ -55,6 +55,8 @@ class NativeConfig(_Section):
 class ToolsConfig(_Section):
     plugin_dir: PathText | None = None  # None: the package's built-in tools
     external_dir: PathText = "./ext-tools"
+    # A global or project tool may replace a built-in of the same name only when this is true.
+    allow_shadow_builtin: bool = False
     registry: RegistryConfig = RegistryConfig()
     filter: FilterConfig = FilterConfig()
     native: NativeConfig = NativeConfig()

@@ -224,6 +224,30 @@ class ToolFailed(ZigclawError):
     name = "ToolFailed"
 
 
+# --- tool authoring and installation ------------------------------------------------
+
+
+class ExampleFailed(ZigclawError):
+    """A manifest `[[examples]]` entry did not give the `data` (or `ok`) it expects."""
+
+    name = "ExampleFailed"
+    default_hint = "fix the tool or the example; `zigclaw tools validate` shows each example's result."
+
+
+class InvalidArchive(ZigclawError):
+    """A tool archive is truncated, not a gzip tar, or holds paths, links or files it must not."""
+
+    name = "InvalidArchive"
+    default_hint = "pack the tool folder with `tar czf tool.tar.gz -C parent folder`: regular files only."
+
+
+class ToolExists(ZigclawError):
+    """`tools add` would replace an installed tool, and --force was not given."""
+
+    name = "ToolExists"
+    default_hint = "pass --force to replace the installed tool."
+
+
 class InternalError(ZigclawError):
     """A bug in zigclaw itself; reported without a traceback."""
 
@@ -258,6 +282,9 @@ ALL_ERRORS: tuple[type[ZigclawError], ...] = (
     StreamTooLong,
     MalformedResponse,
     ToolFailed,
+    ExampleFailed,
+    InvalidArchive,
+    ToolExists,
     InternalError,
 )
 

@@ -24,6 +24,17 @@ SEMVER_PATTERN = rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+[0-9A-Za-z-]+
 # Fuel per millisecond of max_runtime_ms when max_fuel is not given: above what
 # wasmtime executes in that time, so the wall clock is normally the binding limit.
 FUEL_PER_MS = 5_000_000
+MAX_EXAMPLES = 64
+
+
+class Example(BaseModel):
+    """One `[[examples]]` entry: arguments, and the `data` the tool must answer with (checked by validate)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    args: dict[str, Any] = {}
+    data: Any
+    ok: bool = True
 
 
 class Manifest(BaseModel):
@@ -61,6 +72,7 @@ class Manifest(BaseModel):
         if len(set(self.approval_key)) != len(self.approval_key):
             raise ValueError("approval_key: names must not repeat")
         return self
+    examples: Annotated[list[Example], Field(max_length=MAX_EXAMPLES)] = []
 
     @field_validator("description")
     @classmethod
@@ -145,6 +157,8 @@ class Manifest(BaseModel):
             out["output"] = self.output
         if self.approval_key:
             out["approval_key"] = list(self.approval_key)
+        if self.examples:
+            out["examples"] = [example.model_dump() for example in self.examples]
         return out
 
 

@@ -44,7 +44,18 @@ from .manifest import Manifest, load_manifest
 from .modulefile import ModuleFile, read_module
 from .policy import ActivePreset, Decision, Mount
 from .protocol import decode_response, encode_request, new_request_id
-from .registry import BUILTIN_DIR, ToolEntry, discover, load_registry
+from .registry import (
+    BUILTIN_DIR,
+    ORIGIN_BUILTIN,
+    ORIGIN_EXTERNAL,
+    ORIGIN_GLOBAL,
+    Layer,
+    ToolEntry,
+    discover_layers,
+    global_tools_dir,
+    load_registry,
+    locate,
+)
 from .sandbox.plan import Limits, RunPlan
 from .sandbox.stack import has_room_for_wasm
 from .schema import parse_args, validate_args
@@ -98,12 +109,13 @@ class Runner:
         )
         self.plugin_dir = loaded.resolve(config.tools.plugin_dir) if config.tools.plugin_dir else BUILTIN_DIR
         self.external_dir = loaded.resolve(config.tools.external_dir)
+        self.global_dir = global_tools_dir()
         self.workspace = loaded.resolve(config.security.workspace_root)
         self.registry = load_registry()
         # Decided once per Runner (the config cannot change under it); bounded, since
         # API callers can ask for any name.
         self._presets: dict[str | None, ActivePreset] = {}
-        self._allowed: dict[tuple[str, str], tuple[Decision, ...]] = {}
+        self._allowed: dict[tuple[str, str, bool], tuple[Decision, ...]] = {}
         self._mount_plans: dict[str, tuple[tuple[tuple[int, int], ...], list[Mount]]] = {}
         self.approvals = ApprovalMemory()
         # Opened now: an audit trail that cannot be written stops the Runner before any call.
@@ -142,23 +154,48 @@ class Runner:
     def policy_hash(self, preset: str | None = None) -> str:
         return policy.policy_hash(self.loaded.config.security.workspace_root, self.active_preset(preset))
 
-    def is_builtin(self, tool: str) -> bool:
-        return tool in self.registry
+    @property
+    def layers(self) -> tuple[Layer, Layer, Layer]:
+        """Where tools load from, first to last; a later layer shadows an earlier one."""
+        return (
+            Layer(ORIGIN_BUILTIN, self.plugin_dir),
+            Layer(ORIGIN_GLOBAL, self.global_dir),
+            Layer(ORIGIN_EXTERNAL, self.external_dir),
+        )
 
-    def static_decisions(self, tool: str, active: ActivePreset) -> list[Decision]:
-        """Steps 1-3 of SPEC 4, stopping at the first denial."""
-        key = (tool, active.name)
+    def locate(self, tool: str) -> Layer:
+        """The layer a plain tool name loads from (see `registry.locate`)."""
+        if not policy.check_tool_name(tool).allowed:
+            return self.layers[-1]  # never looked up on disk; the name check denies it first
+        shadow = self.loaded.config.tools.allow_shadow_builtin
+        return locate(tool, self.layers, set(self.registry), shadow)
+
+    def is_builtin(self, tool: str) -> bool:
+        return self.locate(tool).origin == ORIGIN_BUILTIN
+
+    def static_decisions(
+        self, tool: str, active: ActivePreset, *, builtin: bool | None = None
+    ) -> list[Decision]:
+        """Steps 1-3 of SPEC 4, stopping at the first denial.
+
+        `builtin` is where the caller already located the tool (one lookup per call, so the
+        filter and the loader cannot disagree); None looks it up. Allowed outcomes are
+        remembered: they depend only on the config and where the tool was found.
+        """
+        if builtin is None:
+            builtin = self.is_builtin(tool)
+        key = (tool, active.name, builtin)
         allowed = self._allowed.get(key)
         if allowed is not None:
             return list(allowed)
-        decisions = self._static_decisions(tool, active)
+        decisions = self._static_decisions(tool, active, builtin)
         if all(d.allowed for d in decisions):
             if len(self._allowed) >= MAX_REMEMBERED_CALLS:
                 self._allowed.clear()
             self._allowed[key] = tuple(decisions)
         return decisions
 
-    def _static_decisions(self, tool: str, active: ActivePreset) -> list[Decision]:
+    def _static_decisions(self, tool: str, active: ActivePreset, builtin: bool) -> list[Decision]:
         decisions = [policy.check_tool_name(tool)]
         if decisions[-1].allowed:
             decisions.append(policy.preset_gate(active, tool))
@@ -167,7 +204,7 @@ class Runner:
             decisions.append(
                 policy.external_filter(
                     tool,
-                    builtin=self.is_builtin(tool),
+                    builtin=builtin,
                     allow_external=filters.allow_external,
                     allow_list=filters.external_allow_list,
                 )
@@ -209,11 +246,12 @@ class Runner:
     # --- tools --------------------------------------------------------------------------
 
     def tools(self) -> list[ToolEntry]:
-        """Every tool in the plugin and external folders, valid or not."""
-        return discover(self.plugin_dir, self.external_dir)
+        """Every tool that wins its name across the layers, valid or not, with what it shadows."""
+        shadow = self.loaded.config.tools.allow_shadow_builtin
+        return discover_layers(self.layers, set(self.registry), shadow)
 
     def folder_for(self, tool: str) -> Path:
-        return self.plugin_dir if self.is_builtin(tool) else self.external_dir
+        return self.locate(tool).folder
 
     def describe(self, tool: str) -> dict[str, Any]:
         """The tool's manifest as JSON (zigclaw key order)."""
@@ -372,12 +410,14 @@ class Runner:
         """Steps 1-7 of SPEC 4: every decision before approval; raises at the first denial."""
         if not isinstance(tool, str):
             raise InvalidToolName(f"a tool name is a string, not {type(tool).__name__}")
+        layer = self.locate(tool)
+        builtin = layer.origin == ORIGIN_BUILTIN
         decisions = record.decisions
-        decisions.extend(self.static_decisions(tool, active))
+        decisions.extend(self.static_decisions(tool, active, builtin=builtin))
         for decision in decisions:
             _raise_if_denied(decision, tool)
-        record.origin = "built-in" if self.is_builtin(tool) else "external"
-        manifest = load_manifest(self.folder_for(tool), tool)
+        record.origin = layer.origin
+        manifest = load_manifest(layer.folder, tool)
         record.limits = {
             "max_runtime_ms": manifest.max_runtime_ms,
             "max_fuel": manifest.fuel,
@@ -385,8 +425,8 @@ class Runner:
             "max_stdout_bytes": manifest.max_stdout_bytes,
             "max_stderr_bytes": manifest.max_stderr_bytes,
         }
-        self._check_registry(tool, manifest)
-        module = read_module(os.path.join(self.folder_for(tool), manifest.module_file))
+        self._check_registry(tool, manifest, builtin)
+        module = read_module(os.path.join(layer.folder, manifest.module_file))
         digest = module.sha256
         record.module_sha256 = digest
         for decision in (
@@ -491,8 +531,8 @@ class Runner:
         outcome = runtime().run(plan)
         return _result(tool, manifest, request_id, outcome, tuple(decisions))
 
-    def _check_registry(self, tool: str, manifest: Manifest) -> None:
-        if not self.is_builtin(tool) or not self.loaded.config.tools.registry.strict:
+    def _check_registry(self, tool: str, manifest: Manifest, builtin: bool) -> None:
+        if not builtin or not self.loaded.config.tools.registry.strict:
             return
         entry = self.registry.get(tool)
         if entry is None:
@@ -515,6 +555,7 @@ class Runner:
         places: list[tuple[str, Path | None]] = [
             ("the config file", self.loaded.source),
             ("the external tools folder", self.external_dir),
+            ("the global tools folder", self.global_dir),
             ("the built-in tools folder", self.plugin_dir),
             ("the module cache", default_cache_dir()),
             ("the zigclaw package", Path(__file__).parent),

@@ -19,6 +19,9 @@ GUESTS = Path(__file__).parent / "hostile"
 # Compiled modules go to a cache of this test session, never the user's own.
 if "ZIGCLAW_CACHE_DIR" not in os.environ:
     os.environ["ZIGCLAW_CACHE_DIR"] = tempfile.mkdtemp(prefix="zigclaw-test-cache-")
+# The global tools layer of the tests is a fresh empty folder, never the user's own config.
+if "ZIGCLAW_CONFIG_HOME" not in os.environ:
+    os.environ["ZIGCLAW_CONFIG_HOME"] = tempfile.mkdtemp(prefix="zigclaw-test-config-")
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -47,3 +47,104 @@ def test_a_cwasm_next_to_the_module_is_ignored(toolbox, guest):
     toolbox.write_config(["x"])
     with pytest.raises(runner.MalformedResponse):
         toolbox.runner().run("x", {})
+
+
+# --- layers: built-in, then the user's global folder, then the project's external folder ----------
+
+
+def _global_tool(monkeypatch, tmp_path, toolbox, name, wasm, **fields):
+    """A tool in a fresh global layer ($ZIGCLAW_CONFIG_HOME/tools), written like toolbox.add_tool."""
+    home = tmp_path / "config-home"
+    monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(home))
+    folder = home / "tools"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = toolbox.add_tool(name, wasm, **fields)
+    for file in (path, toolbox.external / f"{name}.wasm"):
+        if file.exists():
+            file.rename(folder / file.name)
+    return folder
+
+
+def test_global_dir_follows_the_override_variable(monkeypatch, tmp_path):
+    from runner.registry import global_tools_dir
+
+    monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(tmp_path))
+    assert global_tools_dir() == tmp_path / "tools"
+
+
+def test_a_global_tool_runs_and_is_listed_with_its_origin(monkeypatch, tmp_path, toolbox, guest):
+    from runner.registry import ORIGIN_GLOBAL
+
+    _global_tool(monkeypatch, tmp_path, toolbox, "glob", guest("say_not_json"))
+    toolbox.write_config(["glob"])
+    run = toolbox.runner()
+    entries = {entry.name: entry for entry in run.tools()}
+    assert entries["glob"].origin == ORIGIN_GLOBAL and entries["glob"].shadows == ()
+    with pytest.raises(runner.MalformedResponse):  # it really ran the global module
+        run.run("glob", {})
+
+
+def test_the_external_filter_applies_to_the_global_layer(monkeypatch, tmp_path, toolbox, guest):
+    _global_tool(monkeypatch, tmp_path, toolbox, "glob", guest("say_not_json"))
+    toolbox.write_config(["glob"], allow_external=False)
+    with pytest.raises(runner.ExternalToolDenied):
+        toolbox.runner().run("glob", {})
+
+
+def test_a_project_tool_shadows_a_global_tool_of_the_same_name(monkeypatch, tmp_path, toolbox, guest):
+    _global_tool(monkeypatch, tmp_path, toolbox, "dup", guest("say_not_json"))
+    toolbox.add_tool("dup", guest("exit_silent"))
+    toolbox.write_config(["dup"])
+    run = toolbox.runner()
+    entry = next(e for e in run.tools() if e.name == "dup")
+    assert entry.origin == ORIGIN_EXTERNAL and entry.shadows == ("global",)
+    with pytest.raises(runner.ToolFailed):  # exit_silent exits 1 with no response: the project one ran
+        run.run("dup", {})
+
+
+def test_shadowing_a_builtin_needs_the_config_switch(monkeypatch, tmp_path, toolbox, guest):
+    _global_tool(monkeypatch, tmp_path, toolbox, "echo", guest("say_not_json"))
+    toolbox.write_config(["echo"])
+    run = toolbox.runner()
+    assert run.run("echo", {"text": "still built-in"}).data == {"echo": "still built-in"}
+    assert next(e for e in run.tools() if e.name == "echo").origin == ORIGIN_BUILTIN
+
+    text = toolbox.config_path.read_text().replace(
+        "[tools]\n", "[tools]\nallow_shadow_builtin = true\n"
+    )
+    toolbox.config_path.write_text(text)
+    run = toolbox.runner()
+    entry = next(e for e in run.tools() if e.name == "echo")
+    assert entry.origin == "global" and entry.shadows == (ORIGIN_BUILTIN,)
+    with pytest.raises(runner.MalformedResponse):  # the global replacement ran
+        run.run("echo", {"text": "x"})
+    # Once shadowed, it is an external tool: the external filter decides.
+    toolbox.config_path.write_text(text.replace("allow_external = true", "allow_external = false"))
+    with pytest.raises(runner.ExternalToolDenied):
+        toolbox.runner().run("echo", {"text": "x"})
+
+
+def test_tools_list_on_a_terminal_shows_the_origin_and_what_a_tool_shadows(monkeypatch, tmp_path, guest):
+    import re
+    import sys
+
+    from test_cli import _run_on_terminal, add_external_tool
+
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    monkeypatch.setenv("ZIGCLAW_CONFIG_HOME", str(home))
+    (home / "tools" / "dup.toml").write_text(
+        'tool_name = "dup"\nversion = "1.0.0"\ndescription = "g"\n[args]\n'
+    )
+    (home / "tools" / "only_global.toml").write_text(
+        'tool_name = "only_global"\nversion = "2.0.0"\ndescription = "g"\n[args]\ntype = "object"\n'
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    add_external_tool(project, "dup")
+    out = _run_on_terminal(project, [sys.executable, "-m", "runner", "tools", "list"])
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    dup_row = next(line for line in plain.splitlines() if " dup " in line)
+    assert "external" in dup_row and "global" in dup_row  # the project's dup hides the global one
+    global_row = next(line for line in plain.splitlines() if " only_global " in line)
+    assert "global" in global_row and "2.0.0" in global_row

@@ -15,7 +15,9 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import wasmtime
 from wasmtime import _ffi as ffi
@@ -35,7 +37,7 @@ from .cache import ModuleCache, default_cache_dir, engine_key
 from .heartbeat import Heartbeat
 from .interrupts import NO_FINALIZER, ON_EPOCH, STOP_CANCELLED, STOP_TIMEOUT, RunState, bind, poll_oneoff
 from .pipes import BoundedSink, capture, pump_active
-from .plan import RunPlan, SandboxResult
+from .plan import Limits, RunPlan, SandboxResult
 from .progress import compiling
 from .stack import has_room_for_wasm
 from .workers import WorkerPool, WorkersExhausted, WorkerTimeout
@@ -108,6 +110,7 @@ _DISABLED_FEATURES = (
 )
 # How long past its deadline a guest stuck in a host call is waited for.
 BLOCKED_GRACE_SECONDS = 0.5
+T = TypeVar("T")
 _WASM_MAGIC = b"\0asm"
 _CORE_VERSION = b"\x01\x00\x00\x00"
 
@@ -232,11 +235,15 @@ class WasiRuntime:
                 f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
                 f"over the {limits.max_memory_bytes}-byte cap"
             )
-        if not plan.guard_blocking_calls and has_room_for_wasm():
-            return self._run(plan, compiled)
+        return self.guarded(lambda: self._run(plan, compiled), limits, plan.guard_blocking_calls)
+
+    def guarded(self, func: Callable[[], T], limits: Limits, guard_blocking_calls: bool) -> T:
+        """Call `func` (which runs a guest) here, or on a worker given up on at the deadline plus a grace."""
+        if not guard_blocking_calls and has_room_for_wasm():
+            return func()
         bound = limits.max_runtime_ms / 1000 + BLOCKED_GRACE_SECONDS
         try:
-            return self.workers.call(lambda: self._run(plan, compiled), timeout=bound)
+            return self.workers.call(func, timeout=bound)
         except WorkersExhausted:
             raise SandboxUnavailable(
                 "too many earlier tools are still stuck in blocking host calls",
@@ -254,51 +261,28 @@ class WasiRuntime:
         started = time.monotonic()
         state = RunState(started + limits.max_runtime_ms / 1000, plan.cancel)
         sinks: list[BoundedSink] = []
-        store = wasmtime.Store(self.engine)
+        store = self.new_store(limits)
         try:
             try:
                 sinks.append(capture("stdout", limits.max_stdout_bytes, state.request_stop))
                 sinks.append(capture("stderr", limits.max_stderr_bytes, state.request_stop))
             except OSError as exc:  # out of file descriptors, most likely
                 raise SandboxUnavailable(f"cannot create output pipes: {exc.strerror}") from None
-            store.set_fuel(limits.max_fuel)
-            store.set_limits(
-                memory_size=limits.max_memory_bytes,
-                table_elements=MAX_TABLE_ELEMENTS,
-                instances=1,
-                tables=4,
-                memories=1,
-            )
-            store.set_epoch_deadline(1)
-            ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), ON_EPOCH, None, NO_FINALIZER)
             store.set_wasi(self._wasi_config(plan, sinks[0], sinks[1]))
             state.monotonic_base_ns = time.monotonic_ns()
             outcome = self._execute(store, compiled, state)
             fuel_used = limits.max_fuel - store.get_fuel()
-            memory_bytes = outcome.memory_bytes
         finally:
             store.close()  # closes the guest's ends of the pipes
             outputs = [sink.finish() for sink in sinks]
         duration_ms = (time.monotonic() - started) * 1000
-        for sink in sinks:
-            if sink.overflowed:
-                cap = sink.cap
-                raise StreamTooLong(f"tool wrote more than {cap} bytes to {sink.name}")
-        if state.stop_reason == STOP_CANCELLED:
-            raise ToolCancelled(f"call cancelled; the tool was stopped after {duration_ms:.1f} ms")
-        if state.stop_reason == STOP_TIMEOUT:
-            raise ToolTimeout(f"tool ran past its {limits.max_runtime_ms} ms limit")
-        # A refused memory.grow is not a trap: the guest sees -1 and fails its own way.
-        # When it then fails with its memory close to the cap, the cap is the cause.
-        near_cap = memory_bytes + max(PAGE, limits.max_memory_bytes // 8) > limits.max_memory_bytes
-        if outcome.failure is not None:
-            raise map_wasm_failure(
-                outcome.failure,
-                instantiating=outcome.instantiating,
-                near_memory_cap=near_cap,
-                cap=limits.max_memory_bytes,
-                stderr=outputs[1],
-            )
+        near_cap = raise_if_stopped(
+            state,
+            outcome,
+            limits,
+            overflowed=[(sink.name, sink.cap) for sink in sinks if sink.overflowed],
+            stderr=outputs[1],
+        )
         if outcome.exit_code != 0 and near_cap:
             raise ToolMemoryLimit(
                 f"tool exited with code {outcome.exit_code} with its memory at the "
@@ -310,8 +294,23 @@ class WasiRuntime:
             stderr=outputs[1],
             fuel_used=fuel_used,
             duration_ms=duration_ms,
-            peak_memory_bytes=memory_bytes,
+            peak_memory_bytes=outcome.memory_bytes,
         )
+
+    def new_store(self, limits: Limits) -> wasmtime.Store:
+        """A fresh Store with the run's fuel, memory and table caps, stopped by the epoch callback."""
+        store = wasmtime.Store(self.engine)
+        store.set_fuel(limits.max_fuel)
+        store.set_limits(
+            memory_size=limits.max_memory_bytes,
+            table_elements=MAX_TABLE_ELEMENTS,
+            instances=1,
+            tables=4,
+            memories=1,
+        )
+        store.set_epoch_deadline(1)
+        ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), ON_EPOCH, None, NO_FINALIZER)
+        return store
 
     def _wasi_config(self, plan: RunPlan, stdout: BoundedSink, stderr: BoundedSink) -> wasmtime.WasiConfig:
         wasi = wasmtime.WasiConfig()
@@ -347,7 +346,7 @@ class WasiRuntime:
         finally:
             os.close(fd)  # wasmtime holds its own descriptor now
 
-    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> _Outcome:
+    def _execute(self, store: wasmtime.Store, compiled: CompiledModule, state: RunState) -> Outcome:
         bind(state)
         beat = self.heartbeat.hold()
         exports = None
@@ -370,7 +369,7 @@ class WasiRuntime:
             memory = exports.get("memory")
             if isinstance(memory, wasmtime.Memory):
                 memory_bytes = memory.data_len(store)
-        return _Outcome(code, failure, exports is None, memory_bytes)
+        return Outcome(code, failure, exports is None, memory_bytes)
 
 
 def _deserialize(engine: wasmtime.Engine, artifact: memoryview) -> wasmtime.Module:
@@ -389,11 +388,46 @@ def _deserialize(engine: wasmtime.Engine, artifact: memoryview) -> wasmtime.Modu
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
+    """How `_start` ended: an exit code, or the wasmtime failure that stopped it."""
+
     exit_code: int
     failure: Exception | None
     instantiating: bool
     memory_bytes: int
+
+
+def raise_if_stopped(
+    state: RunState,
+    outcome: Outcome,
+    limits: Limits,
+    *,
+    overflowed: list[tuple[str, int]],
+    stderr: bytes,
+) -> bool:
+    """Raise the named error when the runner stopped the guest or it trapped.
+
+    Returns whether the guest's memory ended near its cap (for the caller's own reading
+    of a non-zero exit).
+    """
+    for name, cap in overflowed:
+        raise StreamTooLong(f"tool wrote more than {cap} bytes to {name}")
+    if state.stop_reason == STOP_CANCELLED:
+        raise ToolCancelled("call cancelled; the tool was stopped")
+    if state.stop_reason == STOP_TIMEOUT:
+        raise ToolTimeout(f"tool ran past its {limits.max_runtime_ms} ms limit")
+    # A refused memory.grow is not a trap: the guest sees -1 and fails its own way.
+    # When it then fails with its memory close to the cap, the cap is the cause.
+    near_cap = outcome.memory_bytes + max(PAGE, limits.max_memory_bytes // 8) > limits.max_memory_bytes
+    if outcome.failure is not None:
+        raise map_wasm_failure(
+            outcome.failure,
+            instantiating=outcome.instantiating,
+            near_memory_cap=near_cap,
+            cap=limits.max_memory_bytes,
+            stderr=stderr,
+        )
+    return near_cap
 
 
 _runtime: WasiRuntime | None = None

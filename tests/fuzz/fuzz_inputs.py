@@ -5,7 +5,7 @@
     python tests/fuzz/fuzz_inputs.py --plain 20000          # without atheris: seeded random inputs
     python tests/fuzz/fuzz_inputs.py --write-corpus DIR     # the valid seeds, one file per target
 
-The first byte picks the target (manifest, config, args, response); the rest is its input.
+The first byte picks the target (manifest, config, args, response, archive); the rest is its input.
 Any exception that is not a ZigclawError propagates: that is a finding.
 """
 
@@ -29,11 +29,12 @@ if str(REPO) not in sys.path:
 
 from runner.config import parse_config, unknown_keys  # noqa: E402
 from runner.errors import ZigclawError  # noqa: E402
+from runner.install import unpack_archive  # noqa: E402
 from runner.manifest import parse_manifest  # noqa: E402
 from runner.protocol import decode_response  # noqa: E402
 from runner.schema import SchemaValidator, normalize_args_schema, parse_args, validate_args  # noqa: E402
 
-TARGETS = ("manifest", "config", "args", "response")
+TARGETS = ("manifest", "config", "args", "response", "archive")
 # Short, so that a fuzzer can find the id that gets a response past the request_id check.
 REQUEST_ID = "r1"
 ECHO_SCHEMA = {
@@ -43,6 +44,20 @@ ECHO_SCHEMA = {
     "additionalProperties": False,
 }
 _echo_validator = SchemaValidator(normalize_args_schema(ECHO_SCHEMA))
+
+def _tool_archive() -> bytes:
+    """A small uncompressed tar of a tool folder (mutations then reach the tar parser, not only gzip)."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in (("t/t.toml", b'tool_name = "t"\n'), ("t/t.wasm", b"\0asm\1\0\0\0")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
 
 # Valid inputs per target: the seeds that --plain mutates (and a starting corpus for atheris).
 SEEDS: dict[str, bytes] = {
@@ -82,6 +97,7 @@ allow_write_paths = ["out"]
     "args": b'{"text": "hi \\u00e9 \\"q\\" \\ud83d\\ude00"}',
     "response": b'{"protocol_version":0,"request_id":"r1","ok":true,"data_json":"{\\"echo\\":\\"hi\\"}",'
     b'"stdout":"echo ok","stderr":""}',
+    "archive": _tool_archive(),
 }
 
 
@@ -94,8 +110,17 @@ def _run(target: str, payload: bytes) -> None:
     elif target == "args":
         args = parse_args(payload.decode("utf-8", "surrogateescape"))
         validate_args(_echo_validator, args, "echo")
-    else:
+    elif target == "response":
         decode_response(payload, REQUEST_ID)
+    else:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="zigclaw-fuzz-") as scratch:
+            archive = Path(scratch) / "in.tar"
+            archive.write_bytes(payload)
+            stage = Path(scratch) / "stage"
+            stage.mkdir()
+            unpack_archive(archive, stage)
 
 
 def TestOneInput(data: bytes) -> None:  # atheris' name
