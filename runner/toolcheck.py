@@ -210,6 +210,10 @@ def _example_runner(folder: Path, manifest: Manifest) -> Any:
                 "external_dir": real,
                 "filter": {"allow_external": True},
             },
+            # The user asked for these example runs by name; they are not an agent's calls,
+            # and nothing is written into the folder being checked.
+            "approval": {"default": "preApproved"},
+            "audit": {"enabled": False},
             "capabilities": {
                 "active_preset": "validate",
                 "presets": {

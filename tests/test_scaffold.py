@@ -45,6 +45,9 @@ def test_new_then_validate_add_and_run_with_no_edits(tmp_path: Path, lang: str) 
 
             [capabilities.presets.readonly]
             tools = ["echo", "{name}"]
+
+            [approval.tools]
+            {name} = "preApproved"
             """
         )
     )
