@@ -13,6 +13,7 @@ from .config import LoadedConfig, Warning_, load_config, validation_warnings
 from .errors import (
     ExternalToolDenied,
     InvalidConfig,
+    InvalidModule,
     InvalidToolArgs,
     InvalidToolName,
     MalformedResponse,
@@ -239,10 +240,7 @@ class Runner:
             args = parse_args(args)
         validate_args(manifest.args_validator, args, tool)
         if manifest.native:
-            raise SandboxUnavailable(
-                f"tool '{tool}' is a native tool; native tools are not supported by this runner yet",
-                hint="use a WASI build of the tool.",
-            )
+            return self._run_native(tool, manifest, module.path, module.data, args, active, decisions)
         request_id = new_request_id()
         mounts = self._mounts(active)
         try:
@@ -275,6 +273,68 @@ class Runner:
             guard_blocking_calls=self.guard_blocking_calls,
         )
         outcome = runtime().run(plan)
+        return _result(tool, manifest, request_id, outcome, tuple(decisions))
+
+    def _run_native(
+        self,
+        tool: str,
+        manifest: Manifest,
+        module_path: Path,
+        module_data: bytes,
+        args: Any,
+        active: ActivePreset,
+        decisions: list[Decision],
+    ) -> RunResult:
+        """SPEC 6, native half: a confined subprocess in the host workspace root."""
+        from .sandbox import native
+        from .sandbox.plan import Limits
+
+        _check_executable(module_path)
+        allow_network = manifest.requires_network and active.allow_network
+        gaps = native.confinement_gaps(
+            native.kernel_support(), allow_network=allow_network, root=os.geteuid() == 0
+        )
+        best_effort = False
+        if gaps:
+            if not self.loaded.config.tools.native.allow_unconfined:
+                raise SandboxUnavailable(
+                    f"native tool '{tool}' cannot be confined on this machine: it lacks " + "; ".join(gaps),
+                    hint="enable Landlock and unprivileged user namespaces, or set "
+                    "[tools.native] allow_unconfined = true to run with whatever confinement is available.",
+                )
+            native.warn_unconfined_once(gaps)
+            best_effort = True
+        request_id = new_request_id()
+        mounts = self._mounts(active)
+        workspace = mounts[0].host_path
+        try:
+            stdin = encode_request(
+                request_id=request_id,
+                tool=tool,
+                args=args,
+                cwd=workspace,
+                mounts=[Mount(m.host_path, m.guest_path, m.read_only) for m in mounts],
+            )
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidToolArgs(f"args cannot be encoded as JSON: {type(exc).__name__}") from None
+        plan = native.NativePlan(
+            tool=tool,
+            module_path=module_path,
+            module_bytes=module_data,
+            workspace=workspace,
+            write_paths=tuple(m.host_path for m in mounts[1:]),
+            limits=Limits(
+                max_runtime_ms=manifest.max_runtime_ms,
+                max_fuel=0,
+                max_memory_bytes=manifest.max_memory_bytes,
+                max_stdout_bytes=manifest.max_stdout_bytes,
+                max_stderr_bytes=manifest.max_stderr_bytes,
+            ),
+            env=native.native_environment(manifest.env, os.environ),
+            allow_network=allow_network,
+            stdin=stdin,
+        )
+        outcome = native.run_native(plan, best_effort=best_effort)
         return _result(tool, manifest, request_id, outcome, tuple(decisions))
 
     def _check_registry(self, tool: str, manifest: Manifest) -> None:
@@ -367,6 +427,18 @@ def _is_dir(path: Path) -> bool:
         return path.is_dir()
     except (OSError, ValueError):  # a name too long, say
         return False
+
+
+def _check_executable(path: Path) -> None:
+    """A native tool's file must carry an execute bit, as exec would require of it."""
+    try:
+        mode = os.stat(path, follow_symlinks=False).st_mode
+    except OSError as exc:
+        raise InvalidModule(f"module {path} cannot be read: {exc.strerror}") from None
+    if not mode & 0o111:
+        raise InvalidModule(
+            f"native tool {path} is not executable", hint=f"run `chmod +x {path}` if you trust it."
+        )
 
 
 def _identity(real: str) -> tuple[int, int]:

@@ -34,6 +34,7 @@ class BoundedSink:
         self._buffer = bytearray()
         self._lock = threading.Lock()
         self.overflowed = False
+        self.eof = False
         read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_fd, False)
         self._read_fd: int | None = read_fd
@@ -61,6 +62,7 @@ class BoundedSink:
                     continue
                 return
             if not chunk:
+                self.eof = True
                 return
             room = self.cap - len(self._buffer)
             if room > 0:
@@ -68,6 +70,12 @@ class BoundedSink:
             if len(chunk) > room and not self.overflowed:
                 self.overflowed = True
                 self._on_overflow(self.name)
+
+    def fileno(self) -> int:
+        """The read end, for a caller that waits on it with `selectors` (the native runner)."""
+        if self._read_fd is None:
+            raise ValueError(f"{self.name} sink is finished")
+        return self._read_fd
 
     def close_write_end(self) -> None:
         """Drop our copy of the write end once the writer holds its own."""
