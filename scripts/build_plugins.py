@@ -96,11 +96,24 @@ def _compile(zig: list[str], tool: str, target_triple: str, dest: Path, workdir:
 
 
 def _compile_confine(zig: list[str], dest: Path, workdir: Path) -> None:
-    cmd = [*zig, "cc", "-target", _native_target(), "-Os", "-s", "-static", "-o", str(dest), str(CONFINE_SOURCE)]
+    cmd = [
+        *zig,
+        "cc",
+        "-target",
+        _native_target(),
+        "-Os",
+        "-s",
+        "-static",
+        "-o",
+        str(dest),
+        str(CONFINE_SOURCE),
+    ]
     proc = subprocess.run(cmd, cwd=workdir, env=_zig_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
-        raise BuildError(f"zig cc failed to build {CONFINE_SOURCE.relative_to(ROOT)} (exit {proc.returncode})")
+        raise BuildError(
+            f"zig cc failed to build {CONFINE_SOURCE.relative_to(ROOT)} (exit {proc.returncode})"
+        )
 
 
 def build(out_dir: Path, zig: list[str] | None = None) -> None:

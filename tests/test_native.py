@@ -61,7 +61,16 @@ def native_binary(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], b
             out = out_dir / name
             env = dict(os.environ)
             env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(REPO / "build" / "zig-cache"))
-            command = [sys.executable, "-m", "ziglang", "cc", "-target", f"{arch}-linux-musl", "-Os", "-static"]
+            command = [
+                sys.executable,
+                "-m",
+                "ziglang",
+                "cc",
+                "-target",
+                f"{arch}-linux-musl",
+                "-Os",
+                "-static",
+            ]
             subprocess.run(
                 [*command, "-o", str(out), str(NATIVE_SOURCES / f"{name}.c")],
                 check=True,
@@ -90,8 +99,9 @@ def probe(toolbox: Any, native_binary: Callable[[str], bytes]) -> Callable[..., 
     """Run the probe tool with one operation; returns its `result` string."""
     _require_confinement()
 
-    def run(op: str, arg: str = "", *, network: bool = False, write_paths: list[str] | None = None,
-            **fields: Any) -> str:
+    def run(
+        op: str, arg: str = "", *, network: bool = False, write_paths: list[str] | None = None, **fields: Any
+    ) -> str:
         add_native(toolbox, "probe", native_binary("probe"), requires_network=network, **fields)
         toolbox.write_config(["probe"], write_paths=write_paths, allow_network=network)
         result = toolbox.runner().run("probe", {"op": op, "arg": arg})
@@ -184,7 +194,9 @@ def test_shell_exec_runs_in_the_workspace_and_reports_failure(toolbox: Any) -> N
     assert "does-not-exist" in failed.data["stderr"]
 
 
-@pytest.mark.parametrize("command", ["echo hi; cat /etc/passwd", "echo $HOME", "echo `id`", "a|b", "x > y", "é"])
+@pytest.mark.parametrize(
+    "command", ["echo hi; cat /etc/passwd", "echo $HOME", "echo `id`", "a|b", "x > y", "é"]
+)
 def test_shell_exec_rejects_shell_syntax(toolbox: Any, command: str) -> None:
     from runner.errors import InvalidToolArgs
 
@@ -237,7 +249,12 @@ def test_http_fetch_get_and_post_when_network_allowed(toolbox: Any, http_server:
     runner = toolbox.runner()
     got = runner.run("http_fetch", {"url": f"{http_server}/hello"})
     assert got.ok is True
-    assert got.data == {"status_code": 200, "body": "got /hello", "url": f"{http_server}/hello", "method": "GET"}
+    assert got.data == {
+        "status_code": 200,
+        "body": "got /hello",
+        "url": f"{http_server}/hello",
+        "method": "GET",
+    }
     posted = runner.run("http_fetch", {"url": f"{http_server}/p", "method": "POST", "body": "payload"})
     assert posted.data["status_code"] == 200
     assert posted.data["body"] == "posted payload"
@@ -267,7 +284,9 @@ def test_reading_shadow_fails_inside_the_tool(probe: Callable[..., str]) -> None
     assert _errno_of(probe("read", "/etc/shadow")) in (errno.EACCES, errno.EPERM)
 
 
-def test_reading_a_planted_secret_outside_the_workspace_fails(probe: Callable[..., str], toolbox: Any) -> None:
+def test_reading_a_planted_secret_outside_the_workspace_fails(
+    probe: Callable[..., str], toolbox: Any
+) -> None:
     secret = toolbox.root / "secret.txt"
     secret.write_text("s3cret")
     secret.chmod(0o644)  # readable by anyone: only the sandbox can refuse it
@@ -338,7 +357,9 @@ def test_process_count_is_capped(probe: Callable[..., str]) -> None:
     assert _wait_gone("probe") == []
 
 
-def test_fork_bomb_is_stopped_and_nothing_survives(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+def test_fork_bomb_is_stopped_and_nothing_survives(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
     _require_confinement()
     add_native(toolbox, "bomb", native_binary("probe"), max_runtime_ms=1500)
     toolbox.write_config(["bomb"])
@@ -374,7 +395,9 @@ def test_tool_ignoring_sigterm_is_killed_at_the_deadline(
     assert _wait_gone("stubborn") == []
 
 
-def test_ten_megabytes_on_stdout_is_stream_too_long(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+def test_ten_megabytes_on_stdout_is_stream_too_long(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
     _require_confinement()
     add_native(toolbox, "loud", native_binary("probe"), max_stdout_bytes=65536)
     toolbox.write_config(["loud"])
@@ -383,7 +406,9 @@ def test_ten_megabytes_on_stdout_is_stream_too_long(toolbox: Any, native_binary:
     assert _wait_gone("loud") == []
 
 
-def test_ten_megabytes_on_stderr_with_quiet_stdout(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+def test_ten_megabytes_on_stderr_with_quiet_stdout(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
     _require_confinement()
     add_native(toolbox, "noisy", native_binary("probe"), max_stderr_bytes=65536)
     toolbox.write_config(["noisy"])
@@ -410,16 +435,20 @@ def test_tool_is_pid_one_of_its_own_pid_namespace(probe: Callable[..., str]) -> 
     assert probe("pid") == "ok 1"
 
 
-def test_nonzero_exit_without_response_is_tool_failed(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+def test_nonzero_exit_without_response_is_tool_failed(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
     _require_confinement()
     add_native(toolbox, "failing", native_binary("probe"))
     toolbox.write_config(["failing"])
-    with pytest.raises(ToolFailed, match="code 3.*probe failed on purpose") as caught:
+    with pytest.raises(ToolFailed, match=r"code 3.*probe failed on purpose") as caught:
         toolbox.runner().run("failing", {"op": "fail"})
     assert caught.value.details["exit_code"] == 3
 
 
-def test_binary_that_is_not_executable_is_refused(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+def test_binary_that_is_not_executable_is_refused(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
     add_native(toolbox, "noexec", native_binary("probe"), mode=0o644)
     toolbox.write_config(["noexec"])
     with pytest.raises(InvalidModule, match="not executable"):
@@ -469,7 +498,9 @@ def test_what_runs_is_what_was_pinned(toolbox: Any, native_binary: Callable[[str
 
 def _without(monkeypatch: pytest.MonkeyPatch, **missing: Any) -> None:
     support = native.KernelSupport(helper=True, landlock_abi=7, userns=True, netns=True, pid_max=True)
-    monkeypatch.setattr(native, "kernel_support", lambda: native.KernelSupport(**{**support.__dict__, **missing}))
+    monkeypatch.setattr(
+        native, "kernel_support", lambda: native.KernelSupport(**{**support.__dict__, **missing})
+    )
 
 
 def test_missing_landlock_is_sandbox_unavailable(
@@ -523,7 +554,19 @@ def test_cli_reports_native_errors_without_traceback(toolbox: Any) -> None:
     add_native(toolbox, "noexec", b"\x7fELF", mode=0o644)
     config = toolbox.write_config(["noexec"])
     proc = subprocess.run(
-        [sys.executable, "-m", "runner", "tools", "run", "noexec", "--config", str(config), "--args", "{}", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "tools",
+            "run",
+            "noexec",
+            "--config",
+            str(config),
+            "--args",
+            "{}",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         cwd=toolbox.root,
@@ -568,18 +611,43 @@ def test_confinement_holds_for_an_unprivileged_user(
 
     def run(op: str, arg: str = "") -> str:
         request = json.dumps(
-            {"protocol_version": 0, "request_id": "a" * 32, "tool": "probe",
-             "args_json": json.dumps({"op": op, "arg": arg}, separators=(",", ":")),
-             "cwd": str(workspace), "mounts": []},
+            {
+                "protocol_version": 0,
+                "request_id": "a" * 32,
+                "tool": "probe",
+                "args_json": json.dumps({"op": op, "arg": arg}, separators=(",", ":")),
+                "cwd": str(workspace),
+                "mounts": [],
+            },
             separators=(",", ":"),
         ).encode()
         exec_fd = native._sealed_memfd("zigclaw-probe", native_binary("probe"))
         status_r, status_w = os.pipe()
         try:
-            argv = [*user_prefix, str(native.HELPER_PATH), "--status-fd", str(status_w), "--exec-fd", str(exec_fd),
-                    "--nproc", str(native.MAX_PROCESSES), "--ro", str(workspace), "--no-net", "--", "probe"]
-            proc = subprocess.run(argv, input=request, capture_output=True, pass_fds=(exec_fd, status_w),
-                                  timeout=60, env={}, cwd=workspace)
+            argv = [
+                *user_prefix,
+                str(native.HELPER_PATH),
+                "--status-fd",
+                str(status_w),
+                "--exec-fd",
+                str(exec_fd),
+                "--nproc",
+                str(native.MAX_PROCESSES),
+                "--ro",
+                str(workspace),
+                "--no-net",
+                "--",
+                "probe",
+            ]
+            proc = subprocess.run(
+                argv,
+                input=request,
+                capture_output=True,
+                pass_fds=(exec_fd, status_w),
+                timeout=60,
+                env={},
+                cwd=workspace,
+            )
         finally:
             os.close(exec_fd)
             os.close(status_w)
