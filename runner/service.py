@@ -321,8 +321,7 @@ class Runner:
             tool=tool,
             module_path=module_path,
             module_bytes=module_data,
-            workspace=workspace,
-            write_paths=tuple(m.host_path for m in mounts[1:]),
+            mounts=tuple(mounts),
             limits=Limits(
                 max_runtime_ms=manifest.max_runtime_ms,
                 max_fuel=0,

@@ -661,3 +661,34 @@ def test_confinement_holds_for_an_unprivileged_user(
     assert _errno_of(run("read", str(secret))) == errno.EACCES
     assert _errno_of(run("connect", str(loopback_server))) in (errno.EACCES, errno.ENETUNREACH)
     assert 0 < int(run("forkcount").split()[1]) <= native.MAX_PROCESSES
+
+
+def test_a_mount_swapped_after_its_check_is_not_mapped(
+    tmp_path: Path, native_binary: Callable[[str], bytes]
+) -> None:
+    """The helper compares each folder it opens with the identity the runner checked."""
+    _require_confinement()
+    from runner.policy import Mount
+    from runner.sandbox.plan import Limits
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    other = os.stat(tmp_path)
+    plan = native.NativePlan(
+        tool="probe",
+        module_path=tmp_path / "probe",
+        module_bytes=native_binary("probe"),
+        mounts=(Mount(str(workspace), "/workspace", True, (other.st_dev, other.st_ino)),),
+        limits=Limits(
+            max_runtime_ms=5000,
+            max_fuel=0,
+            max_memory_bytes=64 * MIB,
+            max_stdout_bytes=65536,
+            max_stderr_bytes=65536,
+        ),
+        env={},
+        allow_network=False,
+        stdin=b"{}",
+    )
+    with pytest.raises(SandboxUnavailable, match="changed after it was checked"):
+        native.run_native(plan)

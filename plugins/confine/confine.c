@@ -101,19 +101,25 @@ struct rule {
     const char *path;
     uint64_t access;
     int optional; /* a system path that may not exist on this machine */
+    int check;    /* compare the opened folder with the identity the runner checked */
+    unsigned long long dev, ino;
 };
 
 static int status_fd = -1;
 static int best_effort = 0;
 
-static void fail(const char *kind, const char *what, int err) {
+static void fail_with(const char *kind, const char *what, const char *why) {
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "%s\t%s: %s\n", kind, what, err ? strerror(err) : "failed");
+    int n = snprintf(buf, sizeof buf, "%s\t%s: %s\n", kind, what, why);
     if (status_fd >= 0 && n > 0) {
         ssize_t ignored = write(status_fd, buf, (size_t)n);
         (void)ignored;
     }
     _exit(127);
+}
+
+static void fail(const char *kind, const char *what, int err) {
+    fail_with(kind, what, err ? strerror(err) : "failed");
 }
 
 /* A confinement step the kernel refused: fatal unless the operator opted into best effort. */
@@ -239,6 +245,9 @@ static void apply_landlock(int abi, struct rule *rules, int nrules, int deny_net
         }
         struct stat st;
         if (fstat(fd, &st) != 0) fail("setup", rules[i].path, errno);
+        if (rules[i].check &&
+            ((unsigned long long)st.st_dev != rules[i].dev || (unsigned long long)st.st_ino != rules[i].ino))
+            fail_with("setup", rules[i].path, "changed after it was checked; not mapped");
         uint64_t access = rules[i].access & fs;
         if (!S_ISDIR(st.st_mode)) access &= FS_FILE_RIGHTS;
         struct path_beneath_attr rule = {.allowed_access = access, .parent_fd = fd};
@@ -254,6 +263,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: zigclaw-confine --probe\n"
             "       zigclaw-confine --status-fd N --exec-fd N [--ro P] [--rw P] [--rx P] [--sys P]\n"
+            "                       [--expect DEV:INO (of the path before)]\n"
             "                       [--dev P] [--no-net] [--as B] [--cpu S] [--fsize B] [--nofile N]\n"
             "                       [--nproc N] [--best-effort] -- ARGV0\n");
     _exit(2);
@@ -287,6 +297,13 @@ int main(int argc, char **argv) {
         if (strcmp(opt, "--status-fd") == 0) {
             status_fd = (int)parse_number(value, "--status-fd");
             fcntl(status_fd, F_SETFD, FD_CLOEXEC);
+        } else if (strcmp(opt, "--expect") == 0) {
+            char *colon = strchr(value, ':');
+            if (nrules == 0 || colon == NULL) usage();
+            *colon = 0;
+            rules[nrules - 1].dev = parse_number(value, "--expect");
+            rules[nrules - 1].ino = parse_number(colon + 1, "--expect");
+            rules[nrules - 1].check = 1;
         } else if (strcmp(opt, "--exec-fd") == 0) {
             exec_fd = (int)parse_number(value, "--exec-fd");
         } else if (strcmp(opt, "--as") == 0) {
@@ -316,7 +333,7 @@ int main(int argc, char **argv) {
         }
         if (access) {
             if (nrules >= MAX_RULES) fail("setup", "too many paths", E2BIG);
-            rules[nrules++] = (struct rule){value, access, optional};
+            rules[nrules++] = (struct rule){value, access, optional, 0, 0, 0};
         }
     }
     if (exec_fd < 0 || tool_argv0 == NULL) usage();

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InvalidModule, SandboxUnavailable, StreamTooLong, ToolTimeout
+from ..policy import Mount
 from .pipes import BoundedSink
 from .plan import Limits, SandboxResult
 
@@ -87,8 +88,8 @@ class NativePlan:
     tool: str
     module_path: Path
     module_bytes: bytes
-    workspace: str
-    write_paths: Sequence[str]
+    # The workspace first (read-only), then the write paths, each with the identity checked.
+    mounts: Sequence[Mount]
     limits: Limits
     env: Mapping[str, str]
     allow_network: bool
@@ -206,7 +207,7 @@ def run_native(plan: NativePlan, *, best_effort: bool = False) -> SandboxResult:
                 stderr=sinks[1].write_fd,
                 pass_fds=(exec_fd, status_w),
                 env=dict(plan.env),
-                cwd=plan.workspace,
+                cwd=plan.mounts[0].host_path,
                 start_new_session=True,
                 close_fds=True,
             )
@@ -244,9 +245,10 @@ def _helper_argv(plan: NativePlan, exec_fd: int, status_fd: int, best_effort: bo
     argv += ["--as", str(limits.max_memory_bytes)]
     argv += ["--cpu", str(math.ceil(limits.max_runtime_ms / 1000) + 1)]
     argv += ["--fsize", str(MAX_FILE_BYTES), "--nofile", str(MAX_OPEN_FILES), "--nproc", str(MAX_PROCESSES)]
-    argv += ["--ro", plan.workspace]
-    for path in plan.write_paths:
-        argv += ["--rw", path]
+    for mount in plan.mounts:
+        argv += ["--ro" if mount.read_only else "--rw", mount.host_path]
+        if mount.identity is not None:
+            argv += ["--expect", f"{mount.identity[0]}:{mount.identity[1]}"]
     for path in SYSTEM_PATHS:
         argv += ["--sys", path]
     for path in DEVICES:
