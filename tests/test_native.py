@@ -692,3 +692,20 @@ def test_a_mount_swapped_after_its_check_is_not_mapped(
     )
     with pytest.raises(SandboxUnavailable, match="changed after it was checked"):
         native.run_native(plan)
+
+
+def test_unix_sockets_outside_are_unreachable(probe: Callable[..., str], shared_tmp: Path) -> None:
+    """A pathname socket (think /run/docker.sock) is not covered by Landlock or the network namespace."""
+    path = shared_tmp / "host.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    path.chmod(0o777)
+    try:
+        assert _errno_of(probe("unix", str(path))) in (errno.EACCES, errno.EPERM)
+    finally:
+        server.close()
+
+
+def test_host_keyrings_are_out_of_reach(probe: Callable[..., str]) -> None:
+    assert _errno_of(probe("keyring")) in (errno.EACCES, errno.EPERM, errno.ENOSYS)

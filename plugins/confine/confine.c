@@ -13,7 +13,11 @@
  *      killed the kernel kills every process left in it; it lowers the
  *      namespace's pid_max (a process cap that binds root too, Linux >= 6.14);
  *   4. no_new_privs and a Landlock ruleset (filesystem, TCP when denied, scopes);
- *   5. execveat() of the tool's bytes from a sealed memfd (what was hashed runs).
+ *   5. a seccomp filter against what Landlock and the namespaces do not cover:
+ *      unix sockets (a pathname socket such as /run/docker.sock is reachable
+ *      through any namespace), the kernel keyrings, io_uring, bpf, perf,
+ *      userfaultfd, ptrace and new namespaces;
+ *   6. execveat() of the tool's bytes from a sealed memfd (what was hashed runs).
  *
  * Any failure before exec is written to the status fd as "<kind>\t<message>\n"
  * (kind: unavailable, exec, setup) and the helper exits 127. The status fd is
@@ -33,10 +37,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
@@ -259,6 +267,55 @@ static void apply_landlock(int abi, struct rule *rules, int nrules, int deny_net
     close(ruleset);
 }
 
+#if defined(__x86_64__)
+#define SECCOMP_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SECCOMP_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "zigclaw-confine: add the audit arch of this machine"
+#endif
+
+#define NAMESPACE_FLAGS \
+    (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+#define DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
+#define ARG0_LOW offsetof(struct seccomp_data, args[0])
+
+static void apply_seccomp(void) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+        /* The x32 ABI numbers the same calls differently: none of it is allowed. */
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+#endif
+        DENY(SYS_keyctl), DENY(SYS_add_key), DENY(SYS_request_key),
+        DENY(SYS_io_uring_setup), DENY(SYS_io_uring_enter), DENY(SYS_io_uring_register),
+        DENY(SYS_bpf), DENY(SYS_perf_event_open), DENY(SYS_userfaultfd), DENY(SYS_ptrace),
+        DENY(SYS_process_vm_readv), DENY(SYS_process_vm_writev),
+        DENY(SYS_unshare), DENY(SYS_setns), DENY(SYS_mount), DENY(SYS_umount2), DENY(SYS_pivot_root),
+        /* clone3 passes its flags in memory a filter cannot read: libc falls back to clone. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        /* clone: no new namespaces. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NAMESPACE_FLAGS, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* socket: no AF_UNIX (socketpair stays: it reaches nothing outside). */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof filter / sizeof filter[0]), .filter = filter};
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) unavailable("seccomp", errno);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: zigclaw-confine --probe\n"
@@ -380,6 +437,7 @@ int main(int argc, char **argv) {
     apply_landlock(abi, rules, nrules, deny_net);
     if (as) set_limit(RLIMIT_AS, as, "RLIMIT_AS");
     if (fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) fail("setup", "exec fd", errno);
+    apply_seccomp();
 
     char *tool_args[] = {tool_argv0, NULL};
     extern char **environ;
