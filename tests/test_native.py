@@ -709,3 +709,41 @@ def test_unix_sockets_outside_are_unreachable(probe: Callable[..., str], shared_
 
 def test_host_keyrings_are_out_of_reach(probe: Callable[..., str]) -> None:
     assert _errno_of(probe("keyring")) in (errno.EACCES, errno.EPERM, errno.ENOSYS)
+
+
+def test_native_runs_from_many_threads_at_once(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+    """The runner is shared between threads; each native run has its own pipes and sandbox."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _require_confinement()
+    add_native(toolbox, "probe", native_binary("probe"))
+    toolbox.write_config(["probe", "shell_exec"])
+    runner = toolbox.runner()
+
+    def one(i: int) -> Any:
+        if i % 2:
+            return runner.run("shell_exec", {"command": f"echo {i}"}).data["stdout"]
+        return runner.run("probe", {"op": "pid"}).data["result"]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, range(16)))
+    assert results == [f"{i}\n" if i % 2 else "ok 1" for i in range(16)]
+
+
+def test_cli_native_timeout_exits_one_with_the_name(
+    toolbox: Any, native_binary: Callable[[str], bytes]
+) -> None:
+    _require_confinement()
+    add_native(toolbox, "stubborn", native_binary("probe"), max_runtime_ms=300)
+    config = toolbox.write_config(["stubborn"])
+    args = json.dumps({"op": "ignore_term"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "tools", "run", "stubborn", "--config", str(config), "--args", args],
+        capture_output=True,
+        text=True,
+        cwd=toolbox.root,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "error: ToolTimeout" in proc.stderr
+    assert "Traceback" not in proc.stderr
