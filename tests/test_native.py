@@ -747,3 +747,11 @@ def test_cli_native_timeout_exits_one_with_the_name(
     assert proc.returncode == 1
     assert "error: ToolTimeout" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_script_tool_runs_with_its_interpreter(toolbox: Any) -> None:
+    _require_confinement()
+    add_native(toolbox, "scripted", (NATIVE_SOURCES / "shell_tool.sh").read_bytes())
+    toolbox.write_config(["scripted"])
+    result = toolbox.runner().run("scripted", {})
+    assert result.data == {"shell": os.path.realpath(toolbox.workspace)}

@@ -322,13 +322,13 @@ static void usage(void) {
             "       zigclaw-confine --status-fd N --exec-fd N [--ro P] [--rw P] [--rx P] [--sys P]\n"
             "                       [--expect DEV:INO (of the path before)]\n"
             "                       [--dev P] [--no-net] [--as B] [--cpu S] [--fsize B] [--nofile N]\n"
-            "                       [--nproc N] [--best-effort] -- ARGV0\n");
+            "                       [--nproc N] [--script] [--best-effort] -- ARGV0\n");
     _exit(2);
 }
 
 int main(int argc, char **argv) {
     static struct rule rules[MAX_RULES];
-    int nrules = 0, exec_fd = -1, deny_net = 0;
+    int nrules = 0, exec_fd = -1, deny_net = 0, script = 0;
     unsigned long long as = 0, cpu = 0, fsize = 0, nofile = 0, nproc = 0;
     char *tool_argv0 = NULL;
 
@@ -341,6 +341,10 @@ int main(int argc, char **argv) {
         }
         if (strcmp(opt, "--no-net") == 0) {
             deny_net = 1;
+            continue;
+        }
+        if (strcmp(opt, "--script") == 0) {
+            script = 1;
             continue;
         }
         if (strcmp(opt, "--best-effort") == 0) {
@@ -436,7 +440,8 @@ int main(int argc, char **argv) {
         unavailable("a per-namespace pid_max (Linux >= 6.14), the process cap for root", errno);
     apply_landlock(abi, rules, nrules, deny_net);
     if (as) set_limit(RLIMIT_AS, as, "RLIMIT_AS");
-    if (fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) fail("setup", "exec fd", errno);
+    /* A script's interpreter opens it as /dev/fd/N, so then the memfd stays open (read-only, sealed). */
+    if (!script && fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) fail("setup", "exec fd", errno);
     apply_seccomp();
 
     char *tool_args[] = {tool_argv0, NULL};

@@ -253,6 +253,8 @@ def _helper_argv(plan: NativePlan, exec_fd: int, status_fd: int, best_effort: bo
         argv += ["--sys", path]
     for path in DEVICES:
         argv += ["--dev", path]
+    if plan.module_bytes.startswith(b"#!"):
+        argv.append("--script")  # the interpreter reads the script through /dev/fd/N
     if not plan.allow_network:
         argv.append("--no-net")
     if best_effort:
@@ -340,7 +342,8 @@ def _setup_error(status: str, plan: NativePlan) -> Exception:
     if kind == "exec":
         return InvalidModule(
             f"native tool {plan.module_path} cannot be executed: {message}",
-            hint="a native tool must be an ELF executable for this machine.",
+            hint="a native tool is an ELF executable for this machine, or a script whose #! "
+            "interpreter lies in the system paths; it must fit in max_memory_bytes.",
         )
     hint = (
         "enable Landlock and unprivileged user namespaces, or set [tools.native] allow_unconfined = true "
