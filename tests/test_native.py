@@ -755,3 +755,18 @@ def test_a_script_tool_runs_with_its_interpreter(toolbox: Any) -> None:
     toolbox.write_config(["scripted"])
     result = toolbox.runner().run("scripted", {})
     assert result.data == {"shell": os.path.realpath(toolbox.workspace)}
+
+
+def test_allow_unconfined_without_the_helper_still_runs_the_checked_bytes(
+    toolbox: Any, native_binary: Callable[[str], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(native, "kernel_support", lambda: native.KernelSupport(helper=False))
+    monkeypatch.setattr(native, "HELPER_PATH", toolbox.root / "no-such-helper")
+    monkeypatch.setattr(native, "_warned", set())
+    monkeypatch.setenv("ZIGCLAW_TEST_SECRET", "hunter2")
+    add_native(toolbox, "probe", native_binary("probe"))
+    toolbox.write_config(["probe"], extra="\n[tools.native]\nallow_unconfined = true\n")
+    runner = toolbox.runner()
+    assert runner.run("probe", {"op": "env", "arg": "ZIGCLAW_TEST_SECRET"}).data == {"result": "unset"}
+    with pytest.raises(StreamTooLong):
+        runner.run("probe", {"op": "stdout", "arg": str(10 * MIB)})

@@ -405,11 +405,17 @@ int main(int argc, char **argv) {
     gid_t gid = getgid();
     int flags = CLONE_NEWUSER | CLONE_NEWPID | (deny_net ? CLONE_NEWNET : 0);
     int in_pidns = 0;
-    if (unshare(flags) == 0) {
+    int shared = unshare(flags);
+    if (shared != 0 && deny_net) {
+        /* Best effort only: user and pid namespaces without a network namespace. */
+        unavailable("network namespaces", errno);
+        shared = unshare(flags & ~CLONE_NEWNET);
+    }
+    if (shared == 0) {
         if (map_ids(uid, gid) != 0) fail("unavailable", "user namespace id map", errno);
         in_pidns = 1;
     } else {
-        unavailable("unprivileged user, pid and network namespaces", errno);
+        unavailable("unprivileged user and pid namespaces", errno);
     }
 
     /* Limits that every process of the sandbox inherits. */

@@ -162,9 +162,10 @@ def confinement_gaps(support: KernelSupport, *, allow_network: bool, root: bool)
         gaps.append("Landlock (Linux >= 5.13 with landlock enabled)")
     if not support.userns:
         gaps.append("unprivileged user and pid namespaces")
-    elif not allow_network and not support.netns:
+        return gaps
+    if not allow_network and not support.netns:
         gaps.append("network namespaces")
-    elif root and not support.pid_max:
+    if root and not support.pid_max:
         gaps.append("a per-namespace pid_max (Linux >= 6.14), the process cap that binds root")
     return gaps
 
@@ -184,12 +185,15 @@ def run_native(plan: NativePlan, *, best_effort: bool = False) -> SandboxResult:
     fds: list[int] = []
     proc: subprocess.Popen[bytes] | None = None
     try:
-        exec_fd = _sealed_memfd(f"zigclaw-{plan.tool}", plan.module_bytes)
-        fds.append(exec_fd)
-        stdin_fd = _sealed_memfd("zigclaw-request", plan.stdin)
-        fds.append(stdin_fd)
-        status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        fds += [status_r, status_w]
+        try:
+            exec_fd = _sealed_memfd(f"zigclaw-{plan.tool}", plan.module_bytes)
+            fds.append(exec_fd)
+            stdin_fd = _sealed_memfd("zigclaw-request", plan.stdin)
+            fds.append(stdin_fd)
+            status_r, status_w = os.pipe2(os.O_CLOEXEC)
+            fds += [status_r, status_w]
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot prepare native tool '{plan.tool}': {exc.strerror}") from None
         use_helper = os.access(HELPER_PATH, os.X_OK)
         if use_helper:
             argv = _helper_argv(plan, exec_fd, status_w, best_effort)
@@ -213,6 +217,8 @@ def run_native(plan: NativePlan, *, best_effort: bool = False) -> SandboxResult:
             )
         except OSError as exc:
             raise SandboxUnavailable(f"cannot start native tool '{plan.tool}': {exc.strerror}") from None
+        if not use_helper:
+            _limit_after_start(proc.pid, plan.limits)
         for fd in (exec_fd, stdin_fd, status_w):
             os.close(fd)
             fds.remove(fd)
@@ -260,6 +266,22 @@ def _helper_argv(plan: NativePlan, exec_fd: int, status_fd: int, best_effort: bo
     if best_effort:
         argv.append("--best-effort")
     return [*argv, "--", plan.tool]
+
+
+def _limit_after_start(pid: int, limits: Limits) -> None:
+    """Without the helper (allow_unconfined only): the limits, set just after the start."""
+    import resource
+
+    wanted = (
+        (resource.RLIMIT_AS, limits.max_memory_bytes),
+        (resource.RLIMIT_CPU, math.ceil(limits.max_runtime_ms / 1000) + 1),
+        (resource.RLIMIT_FSIZE, MAX_FILE_BYTES),
+        (resource.RLIMIT_NOFILE, MAX_OPEN_FILES),
+        (resource.RLIMIT_CORE, 0),
+    )
+    for which, value in wanted:
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(pid, which, (value, value))
 
 
 def _sealed_memfd(name: str, data: bytes) -> int:
