@@ -7,6 +7,7 @@ the modules built from `plugins/` sources, never hand-copied binaries (SPEC 1).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +35,7 @@ class BuildPluginsHook(BuildHookInterface):  # type: ignore[type-arg]
             raise RuntimeError(f"building the built-in tools failed: {exc}") from None
         # runner/_builtin/ is git-ignored; artifacts put ignored files back into the wheel.
         build_data["artifacts"].append("runner/_builtin/*")
+        if sys.platform.startswith("linux"):
+            # The native tools and zigclaw-confine are machine code: the wheel is for this platform.
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True

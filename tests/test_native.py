@@ -770,3 +770,16 @@ def test_allow_unconfined_without_the_helper_still_runs_the_checked_bytes(
     assert runner.run("probe", {"op": "env", "arg": "ZIGCLAW_TEST_SECRET"}).data == {"result": "unset"}
     with pytest.raises(StreamTooLong):
         runner.run("probe", {"op": "stdout", "arg": str(10 * MIB)})
+
+
+def test_reading_a_file_in_the_home_folder_fails(probe: Callable[..., str]) -> None:
+    import tempfile
+
+    home = Path.home()
+    if not home.is_dir() or not os.access(home, os.W_OK):
+        pytest.skip(f"home folder {home} is not a writable folder to plant a file in")
+    with tempfile.NamedTemporaryFile(dir=home, prefix=".zigclaw-test-secret-") as planted:
+        planted.write(b"s3cret")
+        planted.flush()
+        os.chmod(planted.name, 0o644)
+        assert _errno_of(probe("read", planted.name)) == errno.EACCES
