@@ -783,3 +783,8 @@ def test_reading_a_file_in_the_home_folder_fails(probe: Callable[..., str]) -> N
         planted.flush()
         os.chmod(planted.name, 0o644)
         assert _errno_of(probe("read", planted.name)) == errno.EACCES
+
+
+def test_tool_holds_no_capabilities(probe: Callable[..., str]) -> None:
+    """Not even in its own user namespace, where root (uid 0 mapped to itself) would keep them all."""
+    assert probe("caps") == "ok 0"

@@ -13,11 +13,13 @@
  *      killed the kernel kills every process left in it; it lowers the
  *      namespace's pid_max (a process cap that binds root too, Linux >= 6.14);
  *   4. no_new_privs and a Landlock ruleset (filesystem, TCP when denied, scopes);
- *   5. a seccomp filter against what Landlock and the namespaces do not cover:
+ *   5. every capability dropped (bounding, ambient, effective, permitted) with
+ *      SECBIT_NOROOT locked, so uid 0 in the namespace regains none at exec;
+ *   6. a seccomp filter against what Landlock and the namespaces do not cover:
  *      unix sockets (a pathname socket such as /run/docker.sock is reachable
  *      through any namespace), the kernel keyrings, io_uring, bpf, perf,
  *      userfaultfd, ptrace and new namespaces;
- *   6. execveat() of the tool's bytes from a sealed memfd (what was hashed runs).
+ *   7. execveat() of the tool's bytes from a sealed memfd (what was hashed runs).
  *
  * Any failure before exec is written to the status fd as "<kind>\t<message>\n"
  * (kind: unavailable, exec, setup) and the helper exits 127. The status fd is
@@ -43,6 +45,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
@@ -316,6 +320,22 @@ static void apply_seccomp(void) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) unavailable("seccomp", errno);
 }
 
+/* Leave no capability to the tool, not even in its own user namespace (where root would keep all). */
+static void drop_capabilities(void) {
+    for (int cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) fail("setup", "PR_CAPBSET_DROP", errno);
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        fail("setup", "PR_CAP_AMBIENT", errno);
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+    if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) unavailable("securebits", errno);
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0) fail("setup", "capset", errno);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: zigclaw-confine --probe\n"
@@ -448,6 +468,7 @@ int main(int argc, char **argv) {
     if (as) set_limit(RLIMIT_AS, as, "RLIMIT_AS");
     /* A script's interpreter opens it as /dev/fd/N, so then the memfd stays open (read-only, sealed). */
     if (!script && fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) fail("setup", "exec fd", errno);
+    drop_capabilities();
     apply_seccomp();
 
     char *tool_args[] = {tool_argv0, NULL};
