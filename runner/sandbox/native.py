@@ -322,7 +322,7 @@ def _supervise(
                 now = time.monotonic()
                 if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
                     break  # stragglers outside the process group hold a pipe open
-                if now >= deadline:
+                if exited_at is None and now >= deadline:
                     _kill(proc)
                     raise ToolTimeout(f"native tool '{plan.tool}' ran past {plan.limits.max_runtime_ms} ms")
                 wait = deadline - now if exited_at is None else EXIT_GRACE_SECONDS
