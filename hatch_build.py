@@ -37,5 +37,9 @@ class BuildPluginsHook(BuildHookInterface):  # type: ignore[type-arg]
         build_data["artifacts"].append("runner/_builtin/*")
         if sys.platform.startswith("linux"):
             # The native tools and zigclaw-confine are machine code: the wheel is for this platform.
+            # Any Python 3 runs it, so only the platform goes into the tag.
+            import sysconfig
+
+            platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
             build_data["pure_python"] = False
-            build_data["infer_tag"] = True
+            build_data["tag"] = f"py3-none-{platform_tag}"

@@ -445,6 +445,7 @@ int main(int argc, char **argv) {
     if (nofile) set_limit(RLIMIT_NOFILE, nofile, "RLIMIT_NOFILE");
     if (nproc) set_limit(RLIMIT_NPROC, nproc, "RLIMIT_NPROC");
 
+    pid_t supervisor = getpid();
     pid_t child = fork();
     if (child < 0) fail("setup", "fork", errno);
     if (child > 0) {
@@ -461,7 +462,8 @@ int main(int argc, char **argv) {
 
     /* pid 1 of the sandbox: it dies with the supervisor, and the namespace dies with it. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("setup", "pdeathsig", errno);
-    if (getppid() == 1 && !in_pidns) _exit(127);
+    /* Without a pid namespace (best effort), a supervisor that died before the prctl is noticed here. */
+    if (!in_pidns && getppid() != supervisor) _exit(127);
     if (in_pidns && set_pid_max() != 0 && (uid == 0 || !nproc))
         unavailable("a per-namespace pid_max (Linux >= 6.14), the process cap for root", errno);
     apply_landlock(abi, rules, nrules, deny_net);
