@@ -788,3 +788,47 @@ def test_reading_a_file_in_the_home_folder_fails(probe: Callable[..., str]) -> N
 def test_tool_holds_no_capabilities(probe: Callable[..., str]) -> None:
     """Not even in its own user namespace, where root (uid 0 mapped to itself) would keep them all."""
     assert probe("caps") == "ok 0"
+
+
+def test_environment_is_built_from_names_only() -> None:
+    host = {"PATH": "/p", "HOME": "/h", "USER": "u", "LANG": "C", "AWS_SECRET": "x", "WANTED": "w"}
+    assert native.native_environment(["WANTED", "ABSENT"], host) == {
+        "PATH": "/p",
+        "HOME": "/h",
+        "USER": "u",
+        "LANG": "C",
+        "WANTED": "w",
+    }
+    assert native.native_environment([], {}) == {"PATH": native.DEFAULT_PATH}
+
+
+def test_probe_reports_what_the_kernel_offers() -> None:
+    if not os.access(native.HELPER_PATH, os.X_OK):
+        pytest.skip(f"{native.HELPER_PATH} is not built")
+    out = subprocess.run([str(native.HELPER_PATH), "--probe"], capture_output=True, text=True, check=True)
+    fields = dict(item.split("=") for item in out.stdout.split())
+    assert set(fields) == {"landlock", "userns", "netns", "pidmax"}
+    support = native.kernel_support()
+    assert support.helper is True
+    assert support.landlock_abi == int(fields["landlock"])
+    assert support.userns == (fields["userns"] == "1")
+
+
+@pytest.mark.parametrize(
+    ("support", "network", "root", "missing"),
+    [
+        (native.KernelSupport(True, 7, True, True, True), False, True, []),
+        (native.KernelSupport(True, 0, True, True, True), False, False, ["Landlock"]),
+        (native.KernelSupport(True, 7, False, False, False), False, False, ["namespaces"]),
+        (native.KernelSupport(True, 7, True, False, True), False, False, ["network namespaces"]),
+        (native.KernelSupport(True, 7, True, False, True), True, False, []),
+        (native.KernelSupport(True, 7, True, True, False), False, False, []),
+        (native.KernelSupport(True, 7, True, True, False), False, True, ["pid_max"]),
+        (native.KernelSupport(False), False, False, ["zigclaw-confine"]),
+    ],
+)
+def test_confinement_gaps(support: Any, network: bool, root: bool, missing: list[str]) -> None:
+    gaps = native.confinement_gaps(support, allow_network=network, root=root)
+    assert len(gaps) == len(missing)
+    for gap, word in zip(gaps, missing, strict=True):
+        assert word in gap
