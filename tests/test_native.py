@@ -832,3 +832,11 @@ def test_confinement_gaps(support: Any, network: bool, root: bool, missing: list
     assert len(gaps) == len(missing)
     for gap, word in zip(gaps, missing, strict=True):
         assert word in gap
+
+
+def test_manifest_module_names_the_executable(toolbox: Any, native_binary: Callable[[str], bytes]) -> None:
+    _require_confinement()
+    add_native(toolbox, "renamed", native_binary("probe"), module="probe-x86")
+    toolbox.write_config(["renamed"])
+    assert not (toolbox.external / "renamed").exists()
+    assert toolbox.runner().run("renamed", {"op": "pid"}).data == {"result": "ok 1"}
