@@ -215,6 +215,13 @@ def test_shell_exec_cannot_read_shadow(toolbox: Any) -> None:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path == "/moved":
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"moved")
+            return
         self._answer(b"got " + self.path.encode())
 
     def do_POST(self) -> None:
@@ -259,6 +266,8 @@ def test_http_fetch_get_and_post_when_network_allowed(toolbox: Any, http_server:
     assert posted.data["status_code"] == 200
     assert posted.data["body"] == "posted payload"
     assert posted.data["method"] == "POST"
+    moved = runner.run("http_fetch", {"url": f"{http_server}/moved"})
+    assert (moved.data["status_code"], moved.data["body"]) == (302, "moved")  # returned, not followed
 
 
 def test_http_fetch_denied_without_network(toolbox: Any, http_server: str) -> None:

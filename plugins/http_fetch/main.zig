@@ -40,7 +40,7 @@ pub fn main(init: std.process.Init) void {
         .method = method,
         .payload = if (method == .POST) (payload orelse "") else null,
         .response_writer = &body,
-        .redirect_behavior = .not_allowed,
+        .redirect_behavior = .unhandled,
         .keep_alive = false,
     }) catch |err| {
         const name = @errorName(err);
