@@ -304,6 +304,11 @@ class Runner:
                 )
             native.warn_unconfined_once(gaps)
             best_effort = True
+        decisions.append(
+            Decision("tool.sandbox", True, "native, unconfined: lacks " + "; ".join(gaps))
+            if gaps
+            else Decision("tool.sandbox", True, "native, confined: namespaces, Landlock, seccomp, limits")
+        )
         request_id = new_request_id()
         mounts = self._mounts(active)
         workspace = mounts[0].host_path

@@ -176,6 +176,7 @@ def test_shell_exec_runs_echo(toolbox: Any) -> None:
     toolbox.write_config(["shell_exec"])
     result = toolbox.runner().run("shell_exec", {"command": "echo hi"})
     assert result.ok is True
+    assert any(d.category == "tool.sandbox" and "confined" in d.reason for d in result.decisions)
     assert result.data["exit_code"] == 0
     assert result.data["stdout"] == "hi\n"
     assert result.data["stderr"] == ""
