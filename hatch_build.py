@@ -7,6 +7,7 @@ the modules built from `plugins/` sources, never hand-copied binaries (SPEC 1).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,14 @@ class BuildPluginsHook(BuildHookInterface):  # type: ignore[type-arg]
         _build_ext_tools(root)
         # runner/_builtin/ is git-ignored; artifacts put ignored files back into the wheel.
         build_data["artifacts"].append("runner/_builtin/*")
+        if sys.platform.startswith("linux"):
+            # The native tools and zigclaw-confine are machine code: the wheel is for this platform.
+            # Any Python 3 runs it, so only the platform goes into the tag.
+            import sysconfig
+
+            platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+            build_data["pure_python"] = False
+            build_data["tag"] = f"py3-none-{platform_tag}"
 
 
 def _build_ext_tools(root: Path) -> None:

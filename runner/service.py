@@ -26,6 +26,7 @@ from .config import LoadedConfig, Warning_, load_config, validation_warnings
 from .errors import (
     ExternalToolDenied,
     InvalidConfig,
+    InvalidModule,
     InvalidToolArgs,
     InvalidToolName,
     MalformedResponse,
@@ -487,9 +488,8 @@ class Runner:
         decisions = record.decisions
         self._approve(tool, manifest, module, args, active, record, approve)
         if manifest.native:
-            raise SandboxUnavailable(
-                f"tool '{tool}' is a native tool; native tools are not supported by this runner yet",
-                hint="use a WASI build of the tool.",
+            return self._run_native(
+                tool, manifest, Path(module.path), module.data, args, active, decisions, record.request_id
             )
         request_id = record.request_id
         mounts = self._mounts(active)
@@ -529,6 +529,72 @@ class Runner:
             lines.append(record.started_line(self.loaded.config.audit.include_args))
             self.audit.append(lines)  # fails closed: nothing runs unless its start is on record
         outcome = runtime().run(plan)
+        return _result(tool, manifest, request_id, outcome, tuple(decisions))
+
+    def _run_native(
+        self,
+        tool: str,
+        manifest: Manifest,
+        module_path: Path,
+        module_data: bytes,
+        args: Any,
+        active: ActivePreset,
+        decisions: list[Decision],
+        request_id: str,
+    ) -> RunResult:
+        """SPEC 6, native half: a confined subprocess in the host workspace root."""
+        from .sandbox import native
+        from .sandbox.plan import Limits
+
+        _check_executable(module_path)
+        allow_network = manifest.requires_network and active.allow_network
+        gaps = native.confinement_gaps(
+            native.kernel_support(), allow_network=allow_network, root=os.geteuid() == 0
+        )
+        best_effort = False
+        if gaps:
+            if not self.loaded.config.tools.native.allow_unconfined:
+                raise SandboxUnavailable(
+                    f"native tool '{tool}' cannot be confined on this machine: it lacks " + "; ".join(gaps),
+                    hint="enable Landlock and unprivileged user namespaces, or set "
+                    "[tools.native] allow_unconfined = true to run with whatever confinement is available.",
+                )
+            native.warn_unconfined_once(gaps)
+            best_effort = True
+        decisions.append(
+            Decision("tool.sandbox", True, "native, unconfined: lacks " + "; ".join(gaps))
+            if gaps
+            else Decision("tool.sandbox", True, "native, confined: namespaces, Landlock, seccomp, limits")
+        )
+        mounts = self._mounts(active)
+        workspace = mounts[0].host_path
+        try:
+            stdin = encode_request(
+                request_id=request_id,
+                tool=tool,
+                args=args,
+                cwd=workspace,
+                mounts=mounts,
+            )
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidToolArgs(f"args cannot be encoded as JSON: {type(exc).__name__}") from None
+        plan = native.NativePlan(
+            tool=tool,
+            module_path=module_path,
+            module_bytes=module_data,
+            mounts=tuple(mounts),
+            limits=Limits(
+                max_runtime_ms=manifest.max_runtime_ms,
+                max_fuel=0,
+                max_memory_bytes=manifest.max_memory_bytes,
+                max_stdout_bytes=manifest.max_stdout_bytes,
+                max_stderr_bytes=manifest.max_stderr_bytes,
+            ),
+            env=native.native_environment(manifest.env, os.environ),
+            allow_network=allow_network,
+            stdin=stdin,
+        )
+        outcome = native.run_native(plan, best_effort=best_effort)
         return _result(tool, manifest, request_id, outcome, tuple(decisions))
 
     def _check_registry(self, tool: str, manifest: Manifest, builtin: bool) -> None:
@@ -646,6 +712,18 @@ def _is_dir(path: Path) -> bool:
 def _stat_identity(path: Path) -> tuple[int, int]:
     info = os.stat(path)
     return (info.st_dev, info.st_ino)
+
+
+def _check_executable(path: Path) -> None:
+    """A native tool's file must carry an execute bit, as exec would require of it."""
+    try:
+        mode = os.stat(path, follow_symlinks=False).st_mode
+    except OSError as exc:
+        raise InvalidModule(f"module {path} cannot be read: {exc.strerror}") from None
+    if not mode & 0o111:
+        raise InvalidModule(
+            f"native tool {path} is not executable", hint=f"run `chmod +x {path}` if you trust it."
+        )
 
 
 def _identity(real: str) -> tuple[int, int]:

@@ -1,9 +1,10 @@
-"""Build the built-in WASI tools from `plugins/` into a data folder the runner loads.
+"""Build the built-in tools from `plugins/` into a data folder the runner loads.
 
 For every `plugins/<tool>/main.zig` with a `manifests/<tool>.toml`, this writes
 `<out>/<tool>.wasm` (or, for a `native = true` manifest, a static host executable
 `<out>/<tool>`) and `<out>/<tool>.toml`, then `<out>/registry.json` listing each
-tool's name, ABI fingerprint, `requires_network` and `native`.
+tool's name, ABI fingerprint, `requires_network` and `native`. On Linux it also
+builds `<out>/zigclaw-confine`, the helper that confines native tools.
 Standard library only: it runs before the package is installed (hatch hook, Justfile).
 """
 
@@ -31,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = ROOT / "plugins"
 MANIFESTS = ROOT / "manifests"
 SDK = PLUGINS / "sdk" / "protocol.zig"
+# The exec helper that confines native tools (C: raw Linux syscalls, no Zig std API churn).
+CONFINE_SOURCE = PLUGINS / "confine" / "confine.c"
+CONFINE_NAME = "zigclaw-confine"
 DEFAULT_OUT = ROOT / "runner" / "_builtin"
 
 
@@ -91,6 +95,27 @@ def _compile(zig: list[str], tool: str, target_triple: str, dest: Path, workdir:
         raise BuildError(f"zig failed to build plugins/{tool}/main.zig (exit {proc.returncode})")
 
 
+def _compile_confine(zig: list[str], dest: Path, workdir: Path) -> None:
+    cmd = [
+        *zig,
+        "cc",
+        "-target",
+        _native_target(),
+        "-Os",
+        "-s",
+        "-static",
+        "-o",
+        str(dest),
+        str(CONFINE_SOURCE),
+    ]
+    proc = subprocess.run(cmd, cwd=workdir, env=_zig_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise BuildError(
+            f"zig cc failed to build {CONFINE_SOURCE.relative_to(ROOT)} (exit {proc.returncode})"
+        )
+
+
 def build(out_dir: Path, zig: list[str] | None = None) -> None:
     """Compile every built-in tool into `out_dir` with its manifest and the registry."""
     zig = zig or [sys.executable, "-m", "ziglang"]
@@ -121,6 +146,11 @@ def build(out_dir: Path, zig: list[str] | None = None) -> None:
                     "native": native,
                 }
             )
+        if sys.platform.startswith("linux"):
+            built = Path(scratch) / CONFINE_NAME
+            _compile_confine(zig, built, Path(scratch))
+            shutil.copyfile(built, out_dir / CONFINE_NAME)
+            (out_dir / CONFINE_NAME).chmod(0o755)
     text = json.dumps({"tools": sorted(registry, key=lambda t: t["name"])}, indent=2) + "\n"
     (out_dir / "registry.json").write_text(text, encoding="utf-8")
 

@@ -110,6 +110,7 @@ class BoundedSink:
         self._lock = threading.Lock()
         self.overflowed = False
         self._drained = False
+        self.eof = False
         # Up to 64 KiB the default pipe holds the whole cap; one byte more waits a tick.
         self._size = min(max(cap, _DEFAULT_PIPE), _MAX_PIPE)
         read_fd, self.write_fd = _pool.take(self._size)
@@ -133,6 +134,7 @@ class BoundedSink:
                     continue
                 return
             if not chunk:
+                self.eof = True
                 return
             room = self.cap - self._kept
             if room > 0:
@@ -142,6 +144,12 @@ class BoundedSink:
             if len(chunk) > room and not self.overflowed:
                 self.overflowed = True
                 self._on_overflow(self.name)
+
+    def fileno(self) -> int:
+        """The read end, for a caller that waits on it with `selectors` (the native runner)."""
+        if self._read_fd is None:
+            raise ValueError(f"{self.name} sink is finished")
+        return self._read_fd
 
     def close_write_end(self) -> None:
         """Drop our copy of the write end (the pipe then reads as closed once the writer is done,
