@@ -1,11 +1,12 @@
-//! Protocol v0 for the built-in WASI tools: one JSON request on stdin, one JSON
+//! Protocol v0 for the built-in tools (WASI and native): one JSON request on stdin, one JSON
 //! response on stdout (SPEC section 5). A request this module cannot make sense of
 //! is a host bug, not a tool failure: it says why on stderr and exits with code 2.
 
 const std = @import("std");
+const builtin = @import("builtin");
 
-/// The guest never frees: a tool handles one request and exits.
-pub const allocator = std.heap.wasm_allocator;
+/// The guest never frees: a tool handles one request and exits. Native tools link libc.
+pub const allocator = if (builtin.cpu.arch.isWasm()) std.heap.wasm_allocator else std.heap.c_allocator;
 
 /// Bound on the request: 1 MiB of `content` may grow up to 6x when escaped twice over.
 const max_request_bytes = 16 * 1024 * 1024;
