@@ -43,16 +43,20 @@ class Result:
     figures: str
     ratio: float
     goal: str
-    met: bool
+    met: bool | None  # None: a figure reported beside a target, with no target of its own
 
 
 _results: list[Result] = []
 
 
-def record(target: str, figures: str, ratio: float, goal: str, met: bool) -> None:
+def _verdict(met: bool | None) -> str:
+    return "n/a" if met is None else "yes" if met else "**no**"
+
+
+def record(target: str, figures: str, ratio: float, goal: str, met: bool | None) -> None:
     """Keep one target's outcome for RESULTS.md and print it."""
     _results.append(Result(target, figures, ratio, goal, met))
-    print(f"\n{target}: {figures}; x{ratio:.2f} (target {goal}: {'met' if met else 'NOT met'})")
+    print(f"\n{target}: {figures}; x{ratio:.2f} (target {goal}: {_verdict(met)})")
 
 
 def side_by_side(calls: dict[str, Callable[[], object]], rounds: int, block: int = 5) -> dict[str, float]:
@@ -112,8 +116,9 @@ def _machine() -> str:
         memory = f"{pages / 2**30:.0f} GiB"
     except (ValueError, OSError):
         memory = "unknown memory"
-    import wasmtime  # noqa: F401  (its version is read below)
     from importlib.metadata import version
+
+    import wasmtime  # noqa: F401  (its version is read below)
 
     return (
         f"{platform.system()} {platform.release()} {platform.machine()}, {cpu}, "
@@ -140,7 +145,7 @@ def pytest_sessionfinish(session, exitstatus):
     for result in _results:
         lines.append(
             f"| {result.target} | {result.figures} | x{result.ratio:.2f} | {result.goal} | "
-            f"{'yes' if result.met else '**no**'} |"
+            f"{_verdict(result.met)} |"
         )
     RESULTS_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -8,6 +8,7 @@ import time
 
 import bigmodule
 from conftest import record
+
 from runner.sandbox.cache import ModuleCache
 from runner.sandbox.wasi import WasiRuntime
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import MalformedResponse
+from .errors import InvalidManifest, MalformedResponse
 from .protocol import decode_response, encode_request, new_request_id
 from .service import Runner
 
@@ -63,8 +63,15 @@ def _time(call: Callable[[], object], runs: int, warmup: int) -> list[float]:
     return seconds
 
 
-def bench_tool(runner: Runner, tool: str, args: Any, runs: int = 200) -> dict[str, Any]:
-    """Time the tool in-process and, when a `wasmtime` CLI is on PATH, under it; `args` as for run()."""
+def bench_tool(
+    runner: Runner, tool: str, args: Any, runs: int = 200, native_tool: str | None = None
+) -> dict[str, Any]:
+    """Time the tool in-process and, when a `wasmtime` CLI is on PATH, under it; `args` as for run().
+
+    `native_tool` names the tool's native build, installed as a `native = true` tool: it is
+    timed with the same arguments, confined as every native run is (never run unconfined
+    just because it sits in a tool folder).
+    """
     from .schema import parse_args
 
     if isinstance(args, str):
@@ -96,7 +103,18 @@ def bench_tool(runner: Runner, tool: str, args: Any, runs: int = 200) -> dict[st
         else:
             cli_runs = max(1, min(runs, 50))
             results.append(_figures("wasmtime-cli", _time(spawn, cli_runs, warmup=2)))
-    skipped["native"] = "native tools are not supported by this runner yet"
+    if native_tool is None:
+        skipped["native"] = "no native build given (--native TOOL names one, a `native = true` tool)"
+    else:
+        if not runner.describe(native_tool)["native"]:
+            raise InvalidManifest(
+                f"'{native_tool}' is not a native tool (its manifest does not say native = true)",
+                hint="pass the name of the tool's native build to --native.",
+            )
+        runner.run(native_tool, args)  # its own error if it cannot run
+        native_runs = max(1, min(runs, 100))
+        seconds = _time(lambda: runner.run(native_tool, args), native_runs, warmup=min(5, native_runs))
+        results.append(_figures("native (confined)", seconds))
     base = results[0].p50_ms
     return {
         "tool": tool,

@@ -192,16 +192,20 @@ def tools_bench(
     tool: str,
     args: Annotated[str, typer.Option("--args", help="Arguments as a JSON object.")] = "{}",
     runs: Annotated[int, typer.Option("-n", "--runs", min=1, max=100_000, help="Timed runs.")] = 200,
+    native: Annotated[
+        str | None,
+        typer.Option("--native", help="The tool's native build (a native = true tool) to compare."),
+    ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Measure a tool's run time in-process and under the wasmtime CLI (p50/p90/p99, runs/s)."""
+    """Measure a tool's run time in-process, under the wasmtime CLI and as its native build."""
     from .bench import bench_tool
 
     # Unguarded, as the library runs by default: the figure users get from the API.
     from .service import Runner
 
-    report = bench_tool(Runner.from_config(config), tool, args, runs)
+    report = bench_tool(Runner.from_config(config), tool, args, runs, native_tool=native)
     if as_json or not _is_terminal():
         _emit(report)
         return
@@ -343,6 +347,8 @@ def serve(
         serve_stdio(runner, preset)
     else:
         serve_http(runner, preset, *address)
+
+
 # --- tools new / validate / add: authoring and installing third-party tools ---------------
 
 

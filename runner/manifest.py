@@ -72,6 +72,7 @@ class Manifest(BaseModel):
         if len(set(self.approval_key)) != len(self.approval_key):
             raise ValueError("approval_key: names must not repeat")
         return self
+
     examples: Annotated[list[Example], Field(max_length=MAX_EXAMPLES)] = []
 
     @field_validator("description")

@@ -113,6 +113,7 @@ class Runner:
         self.global_dir = global_tools_dir()
         self.workspace = loaded.resolve(config.security.workspace_root)
         self.registry = load_registry()
+        self._builtin_names = frozenset(self.registry)
         # Decided once per Runner (the config cannot change under it); bounded, since
         # API callers can ask for any name.
         self._presets: dict[str | None, ActivePreset] = {}
@@ -169,7 +170,7 @@ class Runner:
         if not policy.check_tool_name(tool).allowed:
             return self.layers[-1]  # never looked up on disk; the name check denies it first
         shadow = self.loaded.config.tools.allow_shadow_builtin
-        return locate(tool, self.layers, set(self.registry), shadow)
+        return locate(tool, self.layers, self._builtin_names, shadow)
 
     def is_builtin(self, tool: str) -> bool:
         return self.locate(tool).origin == ORIGIN_BUILTIN
@@ -359,10 +360,12 @@ class Runner:
         request = self._approval_request(tool, manifest, module, parsed, active)
         return None if self.approvals.knows(request) else request
 
-    def approval_mode(self, tool: str) -> str:
-        """`ask`, `preApproved` or `blocked`, from `[approval]`."""
+    def approval_mode(self, tool: str, *, builtin: bool | None = None) -> str:
+        """`ask`, `preApproved` or `blocked`, from `[approval]`; `builtin` as located by the caller."""
         approval = self.loaded.config.approval
-        return mode_for(approval.default, approval.tools, tool, builtin=self.is_builtin(tool))
+        if builtin is None:
+            builtin = self.is_builtin(tool)
+        return mode_for(approval.default, approval.tools, tool, builtin=builtin)
 
     def _audited_run(
         self, tool: Any, args: Any, preset: Any, cancel: CancelToken | None, approve: Approver | None
@@ -465,7 +468,7 @@ class Runner:
         """Step 8: the approval policy; raises ToolBlocked, ApprovalRequired or ApprovalDenied."""
         decision, refusal = decide_approval(
             tool,
-            self.approval_mode(tool),
+            self.approval_mode(tool, builtin=record.origin == ORIGIN_BUILTIN),
             lambda: self._approval_request(tool, manifest, module, args, active),
             self.approvals,
             approve,

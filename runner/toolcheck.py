@@ -149,7 +149,7 @@ def _check_module(folder: Path, manifest: Manifest) -> tuple[Check, ModuleFile |
     from .sandbox.wasi import runtime
 
     try:
-        module = read_module(folder / manifest.module_file)
+        module = read_module(str(folder / manifest.module_file))
         compiled = runtime().compile(module.data, str(module.path), module.sha256)
         if compiled.initial_memory_bytes > manifest.max_memory_bytes:
             raise ToolMemoryLimit(

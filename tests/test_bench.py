@@ -79,3 +79,36 @@ def test_bench_of_a_denied_tool_fails_with_the_run_error(tmp_path, monkeypatch):
     with pytest.raises(Exception) as caught:
         bench_tool(Runner.from_config(), "fs_read", {"path": "x"}, runs=3)
     assert caught.value.name == "ToolNotAllowed"
+
+
+@pytest.fixture(scope="module")
+def native_echo_binary(tmp_path_factory):
+    """benchmarks/guests/echo.c built as a static native binary: the native build of echo."""
+    out = tmp_path_factory.mktemp("native") / "echo_native"
+    subprocess.run(
+        [sys.executable, "-m", "ziglang", "cc", "--target=x86_64-linux-musl", "-O2", "-o", str(out),
+         str(REPO / "benchmarks" / "guests" / "echo.c")],
+        check=True,
+        cwd=out.parent,
+    )  # fmt: skip
+    return out.read_bytes()
+
+
+def test_bench_times_the_native_build_confined_when_named(toolbox, native_echo_binary, monkeypatch):
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(os.pathsep)[0])  # no wasmtime CLI needed
+    path = toolbox.external / "echo_native"
+    path.write_bytes(native_echo_binary)
+    path.chmod(0o755)
+    toolbox.add_tool("echo_native", None, native=True, args='type = "object"\nadditionalProperties = true')
+    toolbox.write_config(["echo", "echo_native"])
+    report = bench_tool(toolbox.runner(), "echo", {"text": "hi"}, runs=3, native_tool="echo_native")
+    native = [row for row in report["results"] if row["mode"] == "native (confined)"]
+    assert len(native) == 1 and "native" not in report["skipped"]
+    _check_figures(native[0], 3)
+
+
+def test_bench_refuses_a_native_build_that_is_not_a_native_tool(toolbox):
+    toolbox.write_config(["echo", "fs_read"])
+    with pytest.raises(Exception) as caught:
+        bench_tool(toolbox.runner(), "echo", {"text": "hi"}, runs=2, native_tool="fs_read")
+    assert caught.value.name == "InvalidManifest"

@@ -11,7 +11,7 @@ from pathlib import Path
 from runner.sandbox.progress import SLOW_COMPILE_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bigmodule  # noqa: E402
+import bigmodule
 
 SPINNER_TEXT = b"compiling big.wasm"
 

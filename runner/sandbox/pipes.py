@@ -84,7 +84,7 @@ def _new_pipe(size: int) -> tuple[int, int]:
     return read_fd, write_fd
 
 
-def _close(pair: tuple[int, int]) -> None:
+def _close(pair: tuple[int, ...]) -> None:
     for fd in pair:
         with contextlib.suppress(OSError):
             os.close(fd)
