@@ -48,6 +48,10 @@ def new_tool(name: str, lang: str, parent: Path, *, build: bool = True) -> Scaff
     files: dict[str, str] = {f"{name}.toml": (templates / "manifest.toml").read_text(encoding="utf-8")}
     for entry in (templates / lang).iterdir():
         files[entry.name] = entry.read_text(encoding="utf-8")
+    if lang == "zig":  # the built-in tools' own protocol library, copied there by the build
+        files["protocol.zig"] = (resources.files("runner") / "_builtin" / "protocol.zig").read_text(
+            encoding="utf-8"
+        )
     try:
         folder.mkdir(parents=True)
         for file_name, text in sorted(files.items()):

@@ -153,6 +153,8 @@ def build(out_dir: Path, zig: list[str] | None = None) -> None:
             (out_dir / CONFINE_NAME).chmod(0o755)
     text = json.dumps({"tools": sorted(registry, key=lambda t: t["name"])}, indent=2) + "\n"
     (out_dir / "registry.json").write_text(text, encoding="utf-8")
+    # `zigclaw tools new --lang zig` gives new tools this same protocol library.
+    shutil.copyfile(SDK, out_dir / "protocol.zig")
 
 
 def main(argv: list[str] | None = None) -> int:

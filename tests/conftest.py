@@ -25,6 +25,21 @@ if "ZIGCLAW_CONFIG_HOME" not in os.environ:
 REPO = Path(__file__).resolve().parent.parent
 
 
+def zigclaw(
+    cwd: Path, *args: str, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m runner ARGS` in `cwd` with the repo importable and stdout piped."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import zigclaw as _zigclaw
 
 from runner import ApprovalDenied, ApprovalRequired, InvalidManifest, ToolBlocked
 from runner.approval import Answer, mode_for, parse_answer, terminal_approver
@@ -184,17 +185,6 @@ def test_parse_answer_takes_only_known_words():
 
 # --- the CLI ----------------------------------------------------------------------------
 
-
-def _zigclaw(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _ext_echo(toolbox) -> None:

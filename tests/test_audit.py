@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import zigclaw as _zigclaw
 
 from runner import AuditUnavailable, InvalidConfig, ToolNotAllowed
 from runner.audit import AuditLog, args_sha256, read_entries, redact, tail
@@ -277,16 +278,6 @@ def test_a_run_whose_start_cannot_be_logged_does_not_run(toolbox, monkeypatch):
 
 # --- audit tail ----------------------------------------------------------------------
 
-
-def _zigclaw(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_audit_tail_prints_json_lines_when_piped_with_filters(toolbox, guest):

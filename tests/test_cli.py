@@ -13,24 +13,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import zigclaw
 
 from runner import __version__
 
 REPO = Path(__file__).resolve().parent.parent
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 
-
-def zigclaw(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m runner ARGS` in `cwd` with the repo importable and stdout piped."""
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def write_config(folder: Path, text: str) -> Path:

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import zigclaw
 
 REPO = Path(__file__).resolve().parent.parent
 
-
-def zigclaw(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.setdefault("ZIG_GLOBAL_CACHE_DIR", str(REPO / "build" / "zig-cache" / "global"))
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
 
 
 @pytest.mark.parametrize("lang", ["c", "zig"])
@@ -73,5 +64,5 @@ def test_new_refuses_bad_names_existing_folders_and_unknown_languages(tmp_path: 
 
 
 def test_the_zig_template_carries_the_same_protocol_library_as_the_builtins() -> None:
-    template = REPO / "runner" / "templates" / "zig" / "protocol.zig"
+    template = REPO / "runner" / "_builtin" / "protocol.zig"
     assert template.read_text() == (REPO / "plugins" / "sdk" / "protocol.zig").read_text()

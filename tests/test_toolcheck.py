@@ -5,13 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import zigclaw
 
 import runner
 from runner.install import add_tool, pin_manifest, unpack_archive
@@ -52,16 +51,6 @@ def make_tool(folder: Path, *, expected: str = "hi", module: bytes | None = None
 def statuses(report) -> dict[str, str]:
     return {check.name: check.status for check in report.checks}
 
-
-def zigclaw(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def add(source: Path, dest: Path, force: bool = False):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import wasmtime
 
-from ..errors import SandboxUnavailable, ToolMemoryLimit, ZigclawError
+from ..errors import SandboxUnavailable, ZigclawError
 from ..policy import Mount
 from .forward import ForwardedStream
 from .interrupts import RunState
@@ -54,13 +54,8 @@ class CommandResult:
 def run_command(plan: CommandPlan) -> CommandResult:
     """Run `plan`; raise the named error when the sandbox stopped the guest or it trapped."""
     rt = runtime()
-    compiled = rt.compile(plan.module_bytes, str(plan.module_path), plan.module_sha256)
     limits = plan.limits
-    if compiled.initial_memory_bytes > limits.max_memory_bytes:
-        raise ToolMemoryLimit(
-            f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
-            f"over the {limits.max_memory_bytes}-byte cap"
-        )
+    compiled = rt.compile_within(plan.module_bytes, str(plan.module_path), plan.module_sha256, limits)
     return rt.guarded(lambda: _run(rt, plan, compiled), limits, plan.guard_blocking_calls)
 
 

@@ -226,15 +226,20 @@ class WasiRuntime:
         finally:
             artifact.close()
 
-    def run(self, plan: RunPlan) -> SandboxResult:
-        """Run one plan in a fresh Store; raise the named error for each way it can be stopped."""
-        compiled = self.compile(plan.module_bytes, str(plan.module_path), plan.module_sha256)
-        limits = plan.limits
+    def compile_within(self, module_bytes: bytes, source: str, sha256: str, limits: Limits) -> CompiledModule:
+        """`compile`, then refuse a module whose initial memory is already over the cap."""
+        compiled = self.compile(module_bytes, source, sha256)
         if compiled.initial_memory_bytes > limits.max_memory_bytes:
             raise ToolMemoryLimit(
                 f"module starts with {compiled.initial_memory_bytes} bytes of memory, "
                 f"over the {limits.max_memory_bytes}-byte cap"
             )
+        return compiled
+
+    def run(self, plan: RunPlan) -> SandboxResult:
+        """Run one plan in a fresh Store; raise the named error for each way it can be stopped."""
+        limits = plan.limits
+        compiled = self.compile_within(plan.module_bytes, str(plan.module_path), plan.module_sha256, limits)
         return self.guarded(lambda: self._run(plan, compiled), limits, plan.guard_blocking_calls)
 
     def guarded(self, func: Callable[[], T], limits: Limits, guard_blocking_calls: bool) -> T:
