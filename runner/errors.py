@@ -339,6 +339,8 @@ def map_wasm_failure(
         return ToolTrap(f"tool trapped ({code.lower()}): {summary}")
     if instantiating:
         return InvalidModule(f"module cannot be instantiated: {summary}")
+    if "thrown Wasm exception" in summary:
+        return ToolTrap("tool ended on a WebAssembly exception that it did not catch")
     # No trap code: a host function refused the guest's call (bad arguments, say).
     excerpt = stderr[-512:].decode("utf-8", "replace").strip()
     return ToolTrap(f"tool trapped in a host call: {summary}" + (f"; stderr: {excerpt}" if excerpt else ""))
@@ -360,6 +362,21 @@ def _escape(char: str) -> str:
     if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def with_cause(text: str, limit: int = 300) -> str:
+    """A lower library's message and its innermost cause on one line, bounded for display.
+
+    wasmtime reports "failed to parse WebAssembly module" and puts the reason under
+    "Caused by:"; the reason is what a tool author needs.
+    """
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head, cause = lines[0], lines[-1]
+    if len(lines) > 1 and cause != head and not cause.endswith(":"):
+        return f"{head}: {cause}"[:limit]
+    return head[:limit]
 
 
 def first_line(text: str, limit: int = 300) -> str:

@@ -47,6 +47,10 @@ HOSTILE = [
     # One grow far past the cap is refused (-1) and the guest exits 1 at 64 KiB of memory:
     # wasmtime does not say a grow was refused, so this is ToolFailed (THREAT_MODEL.md, limits).
     ("grow_to_cap", {"max_memory_bytes": 4 * 1024 * 1024 - 65536}, "ToolFailed"),
+    # WebAssembly exceptions are on (current WASI toolchains use them); the limits still hold.
+    ("throw_forever", {"max_runtime_ms": 200}, "ToolTimeout"),
+    ("throw_forever", {"max_runtime_ms": 60000, "max_fuel": 1_000_000}, "ToolOutOfFuel"),
+    ("throw_uncaught", {}, "ToolTrap"),
 ]
 
 NOT_CORE_MODULES = [

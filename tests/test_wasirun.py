@@ -273,3 +273,18 @@ def test_a_guest_blocked_in_a_host_call_is_given_up_on_at_its_deadline(wat_modul
     os.mkfifo(data / "pipe")  # no writer: reading it blocks inside the host, out of the epoch's reach
     proc = wasi_run("--timeout", "300", "--dir", f"{data}::/data::ro", str(wat_module("read_fifo")))
     assert_stopped(proc, "ToolTimeout", EXIT["ToolTimeout"])
+
+
+def test_a_module_using_webassembly_exceptions_runs(wat_module) -> None:
+    # C++ and setjmp/longjmp from current WASI toolchains use exception handling.
+    proc = wasi_run(str(wat_module("catch_and_exit")))
+    assert proc.returncode == 7, proc.stderr.decode()
+
+
+def test_a_module_that_does_not_parse_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "cut.wasm"
+    path.write_bytes(b"\0asm\x01\x00\x00\x00\x01\x05")  # a type section cut short
+    proc = wasi_run(str(path))
+    assert_stopped(proc, "InvalidModule", EXIT_NOT_STARTED)
+    message = next(line for line in proc.stderr.decode().splitlines() if line.startswith("message:"))
+    assert "failed to parse WebAssembly module: unexpected end-of-file" in message

@@ -31,6 +31,7 @@ from ..errors import (
     ToolTimeout,
     first_line,
     map_wasm_failure,
+    with_cause,
 )
 from ..policy import Mount
 from .cache import ModuleCache, default_cache_dir, engine_key
@@ -96,13 +97,14 @@ WASI_FUNCTIONS = frozenset(
 )
 PAGE = 65536
 MAX_TABLE_ELEMENTS = 1_000_000
+# Exception handling (WebAssembly 3.0) stays on for C/C++ built by current WASI toolchains;
+# its exception objects live in a GC heap, so the GC runtime (not the GC proposal) stays on
+# too: with it off, wasmtime 50 aborts the process compiling a module that catches.
 _DISABLED_FEATURES = (
     "wasm_threads",
     "shared_memory",
     "wasm_gc",
-    "gc_support",
     "wasm_function_references",
-    "wasm_exceptions",
     "wasm_stack_switching",
     "wasm_component_model",
     "wasm_memory64",
@@ -189,7 +191,7 @@ class WasiRuntime:
                 with compiling(source, len(data)):
                     module = wasmtime.Module(self.engine, data)
             except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
-                raise InvalidModule(f"{source} does not compile: {first_line(str(exc))}") from None
+                raise InvalidModule(f"{source} does not compile: {with_cause(str(exc))}") from None
         for item in module.imports:
             if item.module != WASI_MODULE or item.name not in WASI_FUNCTIONS:
                 raise InvalidModule(
@@ -208,7 +210,7 @@ class WasiRuntime:
         try:
             pre = self.linker.instantiate_pre(module)
         except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
-            raise InvalidModule(f"{source} cannot be linked: {first_line(str(exc))}") from None
+            raise InvalidModule(f"{source} cannot be linked: {with_cause(str(exc))}") from None
         if not from_disk:  # only modules that passed every check are worth keeping
             self.disk.store(digest, bytes(module.serialize()))
         return CompiledModule(digest, module, pre, memory.limits.min * PAGE)
